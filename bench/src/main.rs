@@ -1,0 +1,35 @@
+//! `alignmalloc`: the project's command line. Each subcommand is one job; results go to the
+//! terminal and, with `--json`, to a file.
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+mod parity;
+
+/// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
+#[derive(Parser)]
+#[command(name = "alignmalloc", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result
+    /// against the Rust translator. Needs a CUDA GPU and NVRTC; exits non-zero on any mismatch.
+    LayoutParity(parity::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,runtime=info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::LayoutParity(args) => parity::run(&args),
+    }
+}

@@ -1,0 +1,195 @@
+// alignmalloc layout: size classes, handles and address translation.
+//
+// The CUDA C++ twin of the Rust crate `translator`; a parity test (host C++ and GPU) holds the two
+// equal on random inputs. Every function is __host__ __device__ and pure integer arithmetic: no
+// includes, no CUDA runtime calls, so this header compiles under nvcc, NVRTC and plain host C++.
+//
+// Handle (64 bits):
+//   63..60 kind      0 = plain, 1 = arranged
+//   59..56 tile      tile_log2 - 12 (0..4: 4 KiB..64 KiB)
+//   55..51 lane      owner lane
+//   50..48 reserved  0
+//   47..0  address   first byte of the lane's tile 0 (plain: of the object)
+//
+// translate(h, off): plain: addr + off; arranged with tile 2^t:
+//   addr + ((off >> t) << (t + 5)) + (off & (2^t - 1))
+// Any thread may translate any handle: the formula needs nothing but the handle.
+#ifndef ALIGNMALLOC_LAYOUT_H
+#define ALIGNMALLOC_LAYOUT_H
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define AM_HD __host__ __device__ __forceinline__
+#else
+#define AM_HD inline
+#endif
+
+namespace am {
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+static_assert(sizeof(u64) == 8 && sizeof(u32) == 4, "alignmalloc needs 64- and 32-bit integers");
+
+constexpr u32 kWarpLanes = 32;
+constexpr u64 kSmallAlign = 16;
+constexpr u64 kSmallUnitBytes = 256;
+constexpr u64 kLeafBytes = 64ull << 10;
+constexpr u64 kVablockBytes = 2ull << 20;
+constexpr u32 kMinTileLog2 = 12;
+constexpr u32 kMaxTileLog2 = 16;
+constexpr u32 kAddressBits = 48;
+constexpr u64 kAddressMask = (1ull << kAddressBits) - 1;
+
+enum SlotOrder : u32 { kSlotPattern = 0, kSlotIdentity = 1 };
+enum SizeClass : u32 { kClassSmall = 0, kClassPortion = 1, kClassLarge = 2 };
+enum HandleKind : u32 { kHandlePlain = 0, kHandleArranged = 1 };
+
+// ---- slot orders -------------------------------------------------------------------------------
+
+// Slot of `lane` in a tile row. Pattern: slots 0.. hold lanes 0,1,2,4,6,..,30,3,5,..,31.
+AM_HD u32 slot_of(u32 order, u32 lane) {
+  lane &= 31u;
+  if (order == kSlotIdentity || lane < 3u) return lane;
+  return (lane & 1u) == 0u ? lane / 2u + 1u : lane / 2u + 16u;
+}
+
+// Lane in `slot`: the inverse of slot_of.
+AM_HD u32 lane_at(u32 order, u32 slot) {
+  slot &= 31u;
+  if (order == kSlotIdentity || slot < 3u) return slot;
+  return slot < 17u ? (slot - 1u) * 2u : (slot - 16u) * 2u + 1u;
+}
+
+// ---- geometry ----------------------------------------------------------------------------------
+
+struct GeometryConfig {
+  u64 small_max;       // largest lane size of the small class (16..2048, multiple of 16)
+  u64 portion_max;     // largest lane size of the portion class (power of two, 4 KiB..32 KiB)
+  u64 max_lane_bytes;  // largest size one lane may ask for
+};
+
+AM_HD GeometryConfig default_geometry_config() {
+  GeometryConfig c;
+  c.small_max = 2ull << 10;
+  c.portion_max = 32ull << 10;
+  c.max_lane_bytes = 4ull << 30;
+  return c;
+}
+
+struct Geometry {
+  u32 size_class;   // SizeClass
+  u32 tile_log2;    // 12..16; 0 for the small class
+  u64 lane_span;    // per-lane span L (small: the largest rounded span)
+  u64 chunk_bytes;  // bytes of the chunk
+  u64 units;        // chunk in 256 B units (small), 64 KiB leaves (portion), 2 MiB VABlocks (large)
+};
+
+enum GeometryStatus : int { kGeometryOk = 0, kGeometryEmpty = 1, kGeometryOverLimit = 2 };
+
+AM_HD u64 round16(u64 size) { return (size + (kSmallAlign - 1)) & ~(kSmallAlign - 1); }
+
+// Geometry of one warp request (`sizes` has 32 entries, 0 for inactive lanes). Returns
+// kGeometryEmpty when every lane asks 0, kGeometryOverLimit (and the first such lane in
+// `*bad_lane`) when a lane asks more than max_lane_bytes.
+AM_HD int geometry_of(const u64* sizes, const GeometryConfig& config, Geometry* out, u32* bad_lane) {
+  u64 max = 0;
+  for (u32 lane = 0; lane < kWarpLanes; ++lane) {
+    if (sizes[lane] > config.max_lane_bytes) {
+      *bad_lane = lane;
+      return kGeometryOverLimit;
+    }
+    if (sizes[lane] > max) max = sizes[lane];
+  }
+  if (max == 0) return kGeometryEmpty;
+  if (max <= config.small_max) {
+    u64 chunk = 0;
+    for (u32 lane = 0; lane < kWarpLanes; ++lane) chunk += round16(sizes[lane]);
+    out->size_class = kClassSmall;
+    out->tile_log2 = 0;
+    out->lane_span = round16(max);
+    out->chunk_bytes = chunk;
+    out->units = (chunk + kSmallUnitBytes - 1) / kSmallUnitBytes;
+  } else if (max <= config.portion_max) {
+    u32 t = kMinTileLog2;
+    while ((1ull << t) < max) ++t;
+    out->size_class = kClassPortion;
+    out->tile_log2 = t;
+    out->lane_span = 1ull << t;
+    out->chunk_bytes = (u64)kWarpLanes << t;
+    out->units = out->chunk_bytes / kLeafBytes;
+  } else {
+    u64 span = (max + (kLeafBytes - 1)) & ~(kLeafBytes - 1);
+    out->size_class = kClassLarge;
+    out->tile_log2 = kMaxTileLog2;
+    out->lane_span = span;
+    out->units = span / kLeafBytes;
+    out->chunk_bytes = out->units * kVablockBytes;
+  }
+  return kGeometryOk;
+}
+
+// Small class: a lane's offset in its chunk (exclusive prefix sum of the rounded sizes).
+AM_HD u64 small_offset(const u64* sizes, u32 lane) {
+  u64 at = 0;
+  for (u32 l = 0; l < lane && l < kWarpLanes; ++l) at += round16(sizes[l]);
+  return at;
+}
+
+// ---- handles -----------------------------------------------------------------------------------
+
+AM_HD u32 handle_kind(u64 h) { return (u32)(h >> 60); }
+AM_HD u32 handle_tile_log2(u64 h) { return (u32)((h >> 56) & 0xFull) + kMinTileLog2; }
+AM_HD u32 handle_lane(u64 h) { return (u32)((h >> 51) & 0x1Full); }
+AM_HD u64 handle_address(u64 h) { return h & kAddressMask; }
+
+// Encoders mask their fields; the host validates (address < 2^48, lane < 32, tile 12..16).
+AM_HD u64 handle_plain(u64 address, u32 lane) {
+  return ((u64)(lane & 31u) << 51) | (address & kAddressMask);
+}
+
+AM_HD u64 handle_arranged(u64 address, u32 tile_log2, u32 lane) {
+  return ((u64)kHandleArranged << 60) | ((u64)((tile_log2 - kMinTileLog2) & 0xFu) << 56) |
+         ((u64)(lane & 31u) << 51) | (address & kAddressMask);
+}
+
+// Address of byte `offset` of the object behind `h`. Total: defined for every 64-bit value.
+AM_HD u64 translate(u64 h, u64 offset) {
+  const u64 address = handle_address(h);
+  if (handle_kind(h) != kHandleArranged) return address + offset;
+  const u32 t = handle_tile_log2(h);
+  return address + ((offset >> t) << (t + 5u)) + (offset & ((1ull << t) - 1ull));
+}
+
+// Chunk of an arranged handle: address - slot(lane) * tile (the host checks kind and range).
+AM_HD u64 chunk_base_of(u64 h, u32 order) {
+  return handle_address(h) - ((u64)slot_of(order, handle_lane(h)) << handle_tile_log2(h));
+}
+
+// A lane's handle for a chunk at `chunk_base`; 0 (null) for a lane that asked 0 bytes.
+AM_HD u64 lane_handle(const Geometry& g, u64 chunk_base, const u64* sizes, u32 lane, u32 order) {
+  if (lane >= kWarpLanes || sizes[lane] == 0) return 0;
+  if (g.size_class == kClassSmall) return handle_plain(chunk_base + small_offset(sizes, lane), lane);
+  return handle_arranged(chunk_base + ((u64)slot_of(order, lane) << g.tile_log2), g.tile_log2, lane);
+}
+
+// ---- typed access ------------------------------------------------------------------------------
+
+// A typed view of an allocation: every element access translates through the handle. Elements
+// must be a power of two of at most 4 KiB so that none straddles a tile (tiles are >= 4 KiB).
+template <class T>
+struct ptr {
+  static_assert(sizeof(T) <= 4096 && (sizeof(T) & (sizeof(T) - 1)) == 0,
+                "am::ptr<T> needs sizeof(T) a power of two of at most 4096 bytes");
+  u64 handle;
+
+  AM_HD T& operator[](u64 index) const {
+    return *reinterpret_cast<T*>(translate(handle, index * (u64)sizeof(T)));
+  }
+  AM_HD bool is_null() const { return handle == 0; }
+  AM_HD bool is_plain() const { return handle_kind(handle) == kHandlePlain; }
+  // The raw pointer of a plain allocation (contiguous memory). Meaningless for arranged handles.
+  AM_HD T* plain() const { return reinterpret_cast<T*>(handle_address(handle)); }
+};
+
+}  // namespace am
+
+#endif  // ALIGNMALLOC_LAYOUT_H

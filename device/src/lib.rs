@@ -1,0 +1,71 @@
+//! alignmalloc's CUDA C++ sources, embedded in the binary so the runtime can compile them with
+//! NVRTC wherever it runs, and so user kernels can `#include` the same headers.
+//!
+//! - [`HEADERS`]: what user kernels include (`#include <alignmalloc/layout.h>`); the runtime puts
+//!   them on NVRTC's include path under these relative paths.
+//! - [`KERNELS`]: the project's own kernels (self-tests, benchmarks), each a complete translation
+//!   unit with `extern "C"` entry points.
+//!
+//! The headers' Rust twins live in the `translator` crate; `device/hostcheck` holds them equal.
+
+/// One embedded source file.
+#[derive(Clone, Copy, Debug)]
+pub struct Source {
+    /// Path relative to `device/include` (headers) or `device/kernels` (kernels).
+    pub path: &'static str,
+    /// The file's text.
+    pub text: &'static str,
+}
+
+/// The public headers, by include path.
+pub const HEADERS: &[Source] = &[Source {
+    path: "alignmalloc/layout.h",
+    text: include_str!("../include/alignmalloc/layout.h"),
+}];
+
+/// The layout parity kernel: applies `layout.h` to inputs the host drew, so the host can compare
+/// every result with the `translator` crate.
+pub const LAYOUT_PARITY: Source = Source {
+    path: "layout_parity.cu",
+    text: include_str!("../kernels/layout_parity.cu"),
+};
+
+/// Every kernel translation unit (CI compiles each with NVRTC).
+pub const KERNELS: &[Source] = &[LAYOUT_PARITY];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_file_is_embedded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (dir, list) in [("include", HEADERS), ("kernels", KERNELS)] {
+            let mut on_disk: Vec<String> = Vec::new();
+            let base = root.join(dir);
+            let mut stack = vec![base.clone()];
+            while let Some(d) = stack.pop() {
+                for entry in std::fs::read_dir(&d).unwrap() {
+                    let p = entry.unwrap().path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else {
+                        let rel = p
+                            .strip_prefix(&base)
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned();
+                        on_disk.push(rel);
+                    }
+                }
+            }
+            on_disk.sort();
+            let mut embedded: Vec<String> = list.iter().map(|s| s.path.to_string()).collect();
+            embedded.sort();
+            assert_eq!(
+                on_disk, embedded,
+                "device/{dir} and the embedded list differ"
+            );
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Finding and opening a CUDA GPU. Probing never panics: a machine without the driver or without a
+//! device gets a [`ProbeError`] that says which, so callers can fall back or explain.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, DriverError};
+use thiserror::Error;
+
+/// Why no GPU could be opened.
+#[derive(Debug, Error)]
+pub enum ProbeError {
+    /// `libcuda.so` could not be loaded.
+    #[error("no CUDA driver (libcuda.so) could be loaded")]
+    NoDriver,
+    /// The driver loaded but reports no device with that ordinal.
+    #[error("the CUDA driver reports {count} device(s); device {ordinal} does not exist")]
+    NoDevice {
+        /// Devices the driver reports.
+        count: i32,
+        /// The ordinal asked for.
+        ordinal: usize,
+    },
+    /// A driver call failed.
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] DriverError),
+}
+
+/// What the runtime needs to know about a GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// (major, minor) compute capability.
+    pub compute_capability: (i32, i32),
+    /// Device memory in bytes.
+    pub total_bytes: usize,
+    /// Free device memory when probed.
+    pub free_bytes: usize,
+}
+
+impl DeviceInfo {
+    /// NVRTC's virtual architecture for this device, `compute_XY`, when NVRTC 13 knows it.
+    pub fn nvrtc_arch(&self) -> Option<&'static str> {
+        Some(match self.compute_capability {
+            (7, 5) => "compute_75",
+            (8, 0) => "compute_80",
+            (8, 6) => "compute_86",
+            (8, 7) => "compute_87",
+            (8, 9) => "compute_89",
+            (9, 0) => "compute_90",
+            (10, 0) => "compute_100",
+            (12, 0) => "compute_120",
+            _ => return None,
+        })
+    }
+}
+
+/// Open device `ordinal`: its primary context and what it is.
+pub fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), ProbeError> {
+    // SAFETY: only tries to open the library through the loader; no symbol is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(ProbeError::NoDriver);
+    }
+    let count = CudaContext::device_count()?;
+    if ordinal >= count.max(0) as usize {
+        return Err(ProbeError::NoDevice { count, ordinal });
+    }
+    let context = CudaContext::new(ordinal)?;
+    let (free_bytes, total_bytes) = context.mem_get_info()?;
+    let info = DeviceInfo {
+        ordinal,
+        name: context.name()?,
+        compute_capability: context.compute_capability()?,
+        total_bytes,
+        free_bytes,
+    };
+    tracing::info!(?info, "opened CUDA device");
+    Ok((context, info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probing_never_panics() {
+        // On a machine without a GPU this is an error; with one it opens. Either way, no panic.
+        match open(0) {
+            Ok((_, info)) => assert!(info.total_bytes > 0),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+        assert!(open(1 << 20).is_err());
+    }
+
+    #[test]
+    fn hopper_maps_to_compute_90() {
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "x".into(),
+            compute_capability: (9, 0),
+            total_bytes: 1,
+            free_bytes: 1,
+        };
+        assert_eq!(info.nvrtc_arch(), Some("compute_90"));
+    }
+}

@@ -1,0 +1,121 @@
+//! Properties of the layout for random warp requests of every class: the map
+//! (lane, byte offset) -> chunk offset is one-to-one and stays inside the chunk, lanes never
+//! overlap, every lane's handle leads back to its chunk, handles round-trip, and a large chunk's
+//! tile row `k` lies in VABlock `k`.
+
+use proptest::prelude::*;
+use translator::{
+    Geometry, GeometryConfig, Handle, HandleKind, SizeClass, SlotOrder, VABLOCK_BYTES, WARP_LANES,
+    warp_handles,
+};
+
+/// Lane sizes for one class: some lanes inactive (0), the rest up to the class's top.
+fn sizes(top: u64) -> impl Strategy<Value = [u64; WARP_LANES]> {
+    prop::collection::vec(prop_oneof![1 => Just(0u64), 4 => 1..=top], WARP_LANES)
+        .prop_map(|v| v.try_into().unwrap())
+}
+
+fn any_class() -> impl Strategy<Value = [u64; WARP_LANES]> {
+    prop_oneof![sizes(2048), sizes(32 << 10), sizes(3 << 20)]
+}
+
+fn order() -> impl Strategy<Value = SlotOrder> {
+    prop_oneof![Just(SlotOrder::Pattern), Just(SlotOrder::Identity)]
+}
+
+/// A chunk base aligned to its class's unit, somewhere in a 47-bit address space.
+fn base_for(g: &Geometry, pick: u64) -> u64 {
+    let unit = g.class.unit_bytes();
+    (pick % ((1u64 << 46) / unit)) * unit + (1 << 40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Byte-exact for small and portion chunks (every byte of every lane), tile-exact for large.
+    #[test]
+    fn lanes_tile_the_chunk_without_overlap(sizes in any_class(), order in order(), pick in any::<u64>()) {
+        let cfg = GeometryConfig::default();
+        let Some(g) = Geometry::of(&sizes, &cfg).unwrap() else {
+            prop_assert!(sizes.iter().all(|&s| s == 0));
+            return Ok(());
+        };
+        prop_assert_eq!(g.units, g.chunk_bytes.div_ceil(g.class.unit_bytes()));
+        let base = base_for(&g, pick);
+        let handles = warp_handles(&g, base, &sizes, order).unwrap();
+        match g.class {
+            SizeClass::Small | SizeClass::Portion => {
+                let mut owner = vec![u8::MAX; g.chunk_bytes as usize];
+                for lane in 0..WARP_LANES {
+                    let h = handles[lane];
+                    prop_assert_eq!(h.is_null(), sizes[lane] == 0);
+                    for off in 0..sizes[lane] {
+                        let at = h.translate(off).wrapping_sub(base);
+                        prop_assert!(at < g.chunk_bytes, "lane {} offset {} lands outside", lane, off);
+                        prop_assert_eq!(owner[at as usize], u8::MAX, "two bytes at chunk offset {}", at);
+                        owner[at as usize] = lane as u8;
+                    }
+                }
+            }
+            SizeClass::Large => {
+                let tile = 1u64 << g.tile_log2;
+                let mut owner = vec![u8::MAX; (g.chunk_bytes / tile) as usize];
+                for lane in 0..WARP_LANES {
+                    let h = handles[lane];
+                    prop_assert_eq!(h.is_null(), sizes[lane] == 0);
+                    for k in 0..sizes[lane].div_ceil(tile) {
+                        let at = h.translate(k * tile).wrapping_sub(base);
+                        prop_assert_eq!(at % tile, 0);
+                        prop_assert!(at < g.chunk_bytes);
+                        prop_assert_eq!(at / VABLOCK_BYTES, k, "tile row {} outside VABlock {}", k, k);
+                        prop_assert_eq!(owner[(at / tile) as usize], u8::MAX);
+                        owner[(at / tile) as usize] = lane as u8;
+                        // Inside a tile, translation is contiguous.
+                        let last = (k * tile + tile - 1).min(sizes[lane] - 1);
+                        prop_assert_eq!(h.translate(last) - h.translate(k * tile), last - k * tile);
+                    }
+                }
+            }
+        }
+        for (lane, h) in handles.iter().enumerate() {
+            if h.is_null() {
+                continue;
+            }
+            prop_assert_eq!(h.lane(), lane as u32);
+            if g.is_arranged() {
+                prop_assert_eq!(h.kind(), Ok(HandleKind::Arranged));
+                prop_assert_eq!(h.tile_log2(), g.tile_log2);
+                prop_assert_eq!(h.chunk_base(order), Ok(base));
+            } else {
+                prop_assert_eq!(h.kind(), Ok(HandleKind::Plain));
+            }
+        }
+    }
+
+    #[test]
+    fn handles_round_trip(address in 0u64..1 << 48, tile_log2 in 12u32..=16, lane in 0u32..32) {
+        let h = Handle::arranged(address, tile_log2, lane).unwrap();
+        prop_assert_eq!((h.address(), h.tile_log2(), h.lane()), (address, tile_log2, lane));
+        prop_assert_eq!(h.kind(), Ok(HandleKind::Arranged));
+        prop_assert_eq!(Handle(h.0), h);
+        let p = Handle::plain(address, lane).unwrap();
+        prop_assert_eq!((p.address(), p.lane(), p.kind()), (address, lane, Ok(HandleKind::Plain)));
+        prop_assert_eq!(p.translate(12345), address + 12345);
+    }
+
+    #[test]
+    fn geometry_fits_the_largest_lane(sizes in any_class()) {
+        let g = Geometry::of(&sizes, &GeometryConfig::default()).unwrap().unwrap();
+        let max = *sizes.iter().max().unwrap();
+        prop_assert!(g.lane_span >= max);
+        if g.is_arranged() {
+            prop_assert_eq!(g.chunk_bytes, 32 * g.lane_span);
+            prop_assert_eq!(g.lane_span % (1 << g.tile_log2), 0);
+        } else {
+            prop_assert!(g.chunk_bytes <= 64 << 10);
+        }
+        if g.class == SizeClass::Portion {
+            prop_assert!(g.units.is_power_of_two() && (2..=16).contains(&g.units));
+        }
+    }
+}
