@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod mailbox_stress;
 mod parity;
 
 /// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
@@ -19,6 +20,10 @@ enum Command {
     /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result
     /// against the Rust translator. Needs a CUDA GPU and NVRTC; exits non-zero on any mismatch.
     LayoutParity(parity::Args),
+    /// Run many warps of a kernel allocating, tagging, checking and freeing through the device
+    /// client against the host service thread (all classes, both layouts, divergent calls, bad
+    /// inputs). Needs a CUDA GPU and NVRTC; exits non-zero on any failure.
+    MailboxStress(mailbox_stress::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -31,5 +36,6 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::LayoutParity(args) => parity::run(&args),
+        Command::MailboxStress(args) => mailbox_stress::run(&args),
     }
 }

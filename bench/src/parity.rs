@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use hostcheck::cases::Rng;
 use serde::Serialize;
-use translator::{Geometry, Handle, LayoutError, SlotOrder, warp_handles};
+use translator::{Geometry, Handle, LayoutError, SlotOrder, contiguous_handles, warp_handles};
 
 /// Options of `layout-parity`.
 #[derive(clap::Args)]
@@ -136,7 +136,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // GPU.
     let d_handles = stream.clone_htod(&handles)?;
     let d_offsets = stream.clone_htod(&offsets)?;
-    let mut d_translated = stream.alloc_zeros::<u64>(n * 8)?;
+    let mut d_translated = stream.alloc_zeros::<u64>(n * 9)?;
     let f = module.load_function("am_parity_translate")?;
     let mut launch = stream.launch_builder(&f);
     launch
@@ -144,7 +144,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .arg(&d_offsets)
         .arg(&args.pairs)
         .arg(&mut d_translated);
-    // SAFETY: the kernel reads `pairs` entries of both inputs and writes 8 words per pair, which
+    // SAFETY: the kernel reads `pairs` entries of both inputs and writes 9 words per pair, which
     // is what was allocated; the argument types match its signature.
     unsafe { launch.launch(grid_for(args.pairs)) }?;
 
@@ -153,7 +153,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let d_bases = stream.clone_htod(&bases)?;
     let d_orders = stream.clone_htod(&orders)?;
     let mut d_geometry = stream.alloc_zeros::<u64>(m * 6)?;
-    let mut d_lane_handles = stream.alloc_zeros::<u64>(m * 32)?;
+    let mut d_lane_handles = stream.alloc_zeros::<u64>(m * 64)?;
     let g = module.load_function("am_parity_geometry")?;
     let mut launch = stream.launch_builder(&g);
     launch
@@ -165,7 +165,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .arg(&mut d_geometry)
         .arg(&mut d_lane_handles);
     // SAFETY: one warp per request reads 32 sizes, 3 config words, a base and an order, and
-    // writes 6 geometry words and 32 handles, all within the buffers allocated above.
+    // writes 6 geometry words and 64 handles, all within the buffers allocated above.
     unsafe { launch.launch(grid_for(args.requests * 32)) }?;
     let translated = stream.clone_dtoh(&d_translated)?;
     let geometry = stream.clone_dtoh(&d_geometry)?;
@@ -181,7 +181,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     for i in 0..n {
         let (h, off) = (Handle(handles[i]), offsets[i]);
-        let o = &translated[i * 8..i * 8 + 8];
+        let o = &translated[i * 9..i * 9 + 9];
         let what = |field: &'static str| move || format!("pair {i} ({:#x}, {off:#x}) {field}", h.0);
         c.check(what("translate"), o[0], h.translate(off));
         c.check(what("ptr<u8>"), o[1], h.translate(off));
@@ -193,11 +193,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         c.check(what("kind"), o[5], u64::from(h.kind_field()));
         c.check(
-            what("tile,lane"),
+            what("generation,tile,lane"),
             o[6],
-            u64::from(h.tile_log2()) << 8 | u64::from(h.lane()),
+            u64::from(h.generation()) << 16 | u64::from(h.tile_log2()) << 8 | u64::from(h.lane()),
         );
         c.check(what("address"), o[7], h.address());
+        c.check(
+            what("with_generation"),
+            o[8],
+            h.with_generation((off % 11) as u8).0,
+        );
     }
     for r in 0..m {
         let s: &[u64; 32] = sizes[r * 32..r * 32 + 32].try_into().expect("32 sizes");
@@ -210,25 +215,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 w,
             );
         }
-        let expected = match cpu {
-            Ok(Some(g)) => warp_handles(
-                &g,
-                bases[r],
-                s,
-                if orders[r] == 0 {
-                    SlotOrder::Pattern
-                } else {
-                    SlotOrder::Identity
-                },
-            )?
-            .map(|h| h.0),
-            _ => [0; 32],
+        let order = if orders[r] == 0 {
+            SlotOrder::Pattern
+        } else {
+            SlotOrder::Identity
+        };
+        let (arranged, contiguous) = match cpu {
+            Ok(Some(g)) => (
+                warp_handles(&g, bases[r], s, order)?.map(|h| h.0),
+                contiguous_handles(&g, bases[r], s)?.map(|h| h.0),
+            ),
+            _ => ([0; 32], [0; 32]),
         };
         for lane in 0..32 {
             c.check(
                 || format!("request {r} lane {lane} handle"),
-                lane_handles[r * 32 + lane],
-                expected[lane],
+                lane_handles[r * 64 + lane],
+                arranged[lane],
+            );
+            c.check(
+                || format!("request {r} lane {lane} contiguous handle"),
+                lane_handles[r * 64 + 32 + lane],
+                contiguous[lane],
             );
         }
     }

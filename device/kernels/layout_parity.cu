@@ -12,19 +12,22 @@ extern "C" __global__ void am_parity_translate(const am::u64* handles, const am:
   const am::u64 off = offsets[i];
   am::ptr<unsigned char> bytes{h};
   am::ptr<unsigned long long> words{h};
-  am::u64* o = out + i * 8;
+  am::u64* o = out + i * 9;
   o[0] = am::translate(h, off);
   o[1] = (am::u64)&bytes[off];
   o[2] = (am::u64)&words[off >> 3];
   o[3] = am::chunk_base_of(h, am::kSlotPattern);
   o[4] = am::chunk_base_of(h, am::kSlotIdentity);
   o[5] = am::handle_kind(h);
-  o[6] = ((am::u64)am::handle_tile_log2(h) << 8) | am::handle_lane(h);
+  o[6] = ((am::u64)am::handle_generation(h) << 16) | ((am::u64)am::handle_tile_log2(h) << 8) |
+         am::handle_lane(h);
   o[7] = am::handle_address(h);
+  o[8] = am::handle_with_generation(h, (unsigned)(off % 11u));
 }
 
-// One warp per request: every lane computes the geometry and its own handle, as the device
-// client does when a reply arrives. `configs` holds 3 words per request, `sizes` 32.
+// One warp per request: every lane computes the geometry and its own handles (arranged and
+// thread-contiguous), as the device client does when a reply arrives. `configs` holds 3 words per
+// request, `sizes` 32; `handles` gets 64 per request.
 extern "C" __global__ void am_parity_geometry(const am::u64* sizes, const am::u64* configs,
                                               const am::u64* bases, const unsigned* orders,
                                               am::u64 requests, am::u64* geometry,
@@ -49,6 +52,7 @@ extern "C" __global__ void am_parity_geometry(const am::u64* sizes, const am::u6
     o[4] = status == am::kGeometryOk ? g.chunk_bytes : 0;
     o[5] = status == am::kGeometryOk ? g.units : 0;
   }
-  handles[warp * 32u + lane] =
-      status == am::kGeometryOk ? am::lane_handle(g, bases[warp], s, lane, orders[warp]) : 0;
+  const bool ok = status == am::kGeometryOk;
+  handles[warp * 64u + lane] = ok ? am::lane_handle(g, bases[warp], s, lane, orders[warp]) : 0;
+  handles[warp * 64u + 32u + lane] = ok ? am::lane_handle_contiguous(g, bases[warp], s, lane) : 0;
 }

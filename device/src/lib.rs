@@ -18,10 +18,20 @@ pub struct Source {
 }
 
 /// The public headers, by include path.
-pub const HEADERS: &[Source] = &[Source {
-    path: "alignmalloc/layout.h",
-    text: include_str!("../include/alignmalloc/layout.h"),
-}];
+pub const HEADERS: &[Source] = &[
+    Source {
+        path: "alignmalloc/layout.h",
+        text: include_str!("../include/alignmalloc/layout.h"),
+    },
+    Source {
+        path: "alignmalloc/records.h",
+        text: include_str!("../include/alignmalloc/records.h"),
+    },
+    Source {
+        path: "alignmalloc/client.cuh",
+        text: include_str!("../include/alignmalloc/client.cuh"),
+    },
+];
 
 /// The layout parity kernel: applies `layout.h` to inputs the host drew, so the host can compare
 /// every result with the `translator` crate.
@@ -30,8 +40,15 @@ pub const LAYOUT_PARITY: Source = Source {
     text: include_str!("../kernels/layout_parity.cu"),
 };
 
+/// The device client stress: many warps allocate, tag, check and free against the service thread,
+/// and send bad inputs whose statuses they check.
+pub const MAILBOX_STRESS: Source = Source {
+    path: "mailbox_stress.cu",
+    text: include_str!("../kernels/mailbox_stress.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
-pub const KERNELS: &[Source] = &[LAYOUT_PARITY];
+pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS];
 
 #[cfg(test)]
 mod tests {

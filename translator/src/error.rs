@@ -27,9 +27,6 @@ pub enum LayoutError {
     /// A tile outside 4 KiB..=64 KiB or not a power of two.
     #[error("tile 2^{0} is outside 2^12..=2^16")]
     BadTile(u32),
-    /// A handle whose kind field is neither plain nor arranged.
-    #[error("handle {0:#018x} has an unknown kind")]
-    UnknownKind(u64),
     /// An arranged address below its own lane's slot (cannot be a real handle).
     #[error("handle {0:#018x} points below its chunk")]
     BadArrangedAddress(u64),

@@ -1,12 +1,16 @@
 //! The 64-bit handle a lane gets back, and address translation.
 //!
 //! ```text
-//! 63..60 kind       0 = plain (identity), 1 = arranged
-//! 59..56 tile       tile_log2 - 12 (0..=4: 4 KiB..=64 KiB)
-//! 55..51 lane       owner lane
-//! 50..48 reserved   0
+//! 63     kind       0 = plain (identity), 1 = arranged
+//! 62..60 tile       tile_log2 - 12 (0..=4: 4 KiB..=64 KiB)
+//! 59..55 lane       owner lane
+//! 54..48 generation of the object's address (0..=127), so a stale handle can be told from a live one
 //! 47..0  address    first byte of the lane's tile 0 (plain: the object's first byte)
 //! ```
+//!
+//! The generation has 7 bits (the kind needs 1 and the tile 3): with 3, a stale handle held for
+//! seconds by a delayed warp aliased a new object after 8 reuses of a hot address (seen on the
+//! GPU); 128 reuses of one exact address must now pass before that can happen.
 //!
 //! `translate(h, off)` is `addr + off` for plain handles and, for arranged ones with tile `2^t`,
 //! `addr + ((off >> t) << (t + 5)) + (off & (2^t - 1))`: tile `k` of a lane lies `k` tile rows of
@@ -17,13 +21,18 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::LayoutError;
-use crate::geometry::{Geometry, small_offsets};
+use crate::geometry::Geometry;
 use crate::slot::SlotOrder;
 use crate::{ADDRESS_BITS, MAX_TILE_LOG2, MIN_TILE_LOG2, WARP_LANES};
 
-const KIND_SHIFT: u32 = 60;
-const TILE_SHIFT: u32 = 56;
-const LANE_SHIFT: u32 = 51;
+const KIND_SHIFT: u32 = 63;
+const TILE_SHIFT: u32 = 60;
+const TILE_MASK: u64 = 0x7;
+const LANE_SHIFT: u32 = 55;
+const GENERATION_SHIFT: u32 = 48;
+const GENERATION_MASK: u64 = 0x7F;
+/// Generations count modulo this.
+pub const GENERATIONS: u8 = 128;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 
 /// What a handle's address means.
@@ -88,28 +97,39 @@ impl Handle {
         self.0 == 0
     }
 
-    /// The kind field, raw (0..=15).
+    /// The kind bit (0 plain, 1 arranged).
     pub const fn kind_field(self) -> u32 {
         (self.0 >> KIND_SHIFT) as u32
     }
 
-    /// The kind, if the field holds a known one.
-    pub fn kind(self) -> Result<HandleKind, LayoutError> {
-        match self.kind_field() {
-            0 => Ok(HandleKind::Plain),
-            1 => Ok(HandleKind::Arranged),
-            _ => Err(LayoutError::UnknownKind(self.0)),
+    /// The kind.
+    pub const fn kind(self) -> HandleKind {
+        if self.kind_field() == HandleKind::Arranged as u32 {
+            HandleKind::Arranged
+        } else {
+            HandleKind::Plain
         }
     }
 
     /// `tile_log2` (field + 12); meaningful for arranged handles.
     pub const fn tile_log2(self) -> u32 {
-        ((self.0 >> TILE_SHIFT) & 0xF) as u32 + MIN_TILE_LOG2
+        ((self.0 >> TILE_SHIFT) & TILE_MASK) as u32 + MIN_TILE_LOG2
     }
 
     /// The owner lane.
     pub const fn lane(self) -> u32 {
         ((self.0 >> LANE_SHIFT) & 0x1F) as u32
+    }
+
+    /// The generation field (0..=127).
+    pub const fn generation(self) -> u8 {
+        ((self.0 >> GENERATION_SHIFT) & GENERATION_MASK) as u8
+    }
+
+    /// The same handle with its generation field set to `generation % 128`.
+    pub const fn with_generation(self, generation: u8) -> Self {
+        let field = ((generation % GENERATIONS) as u64) << GENERATION_SHIFT;
+        Handle(self.0 & !(GENERATION_MASK << GENERATION_SHIFT) | field)
     }
 
     /// The 48-bit address.
@@ -124,6 +144,7 @@ impl Handle {
         if self.kind_field() != HandleKind::Arranged as u32 {
             return address.wrapping_add(offset);
         }
+        // t is 12..=19 for any bit pattern, so t + 5 < 64.
         let t = self.tile_log2();
         let rows = (offset >> t) << (t + 5);
         address
@@ -133,7 +154,7 @@ impl Handle {
 
     /// The chunk an arranged handle belongs to: `address - slot(lane) * tile`.
     pub fn chunk_base(self, order: SlotOrder) -> Result<u64, LayoutError> {
-        if self.kind()? != HandleKind::Arranged {
+        if self.kind() != HandleKind::Arranged {
             return Err(LayoutError::NotArranged(self.0));
         }
         let t = self.tile_log2();
@@ -146,6 +167,82 @@ impl Handle {
     }
 }
 
+/// How the lanes' objects are laid out in a portion or large chunk (small chunks are always
+/// packed in lane order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arrangement {
+    /// Tiled: tile `k` of lane `l` at `chunk + (k * 32 + slot(l)) * tile`.
+    Arranged(SlotOrder),
+    /// Thread-contiguous: lane `l`'s object at `chunk + l * lane_span` (today's allocators).
+    Contiguous,
+}
+
+/// Every lane's handle for a chunk at `chunk_base`, laid out as `arrangement` says, lane `l`
+/// carrying `generations[l]`. Lanes that asked 0 bytes get [`Handle::NULL`]. Reads only the
+/// geometry's class, tile and lane span. The tile is checked once and each address with one
+/// compare, so a whole warp's handles cost little more than the arithmetic.
+pub fn lane_handles(
+    geometry: &Geometry,
+    chunk_base: u64,
+    sizes: &[u64; WARP_LANES],
+    arrangement: Arrangement,
+    generations: &[u8; WARP_LANES],
+) -> Result<[Handle; WARP_LANES], LayoutError> {
+    let arranged = match arrangement {
+        Arrangement::Arranged(order) if geometry.is_arranged() => Some(order),
+        _ => None,
+    };
+    let tile_log2 = geometry.tile_log2;
+    if arranged.is_some() && !(MIN_TILE_LOG2..=MAX_TILE_LOG2).contains(&tile_log2) {
+        return Err(LayoutError::BadTile(tile_log2));
+    }
+    let high_bits = match arranged {
+        Some(_) => {
+            (HandleKind::Arranged as u64) << KIND_SHIFT
+                | u64::from(tile_log2 - MIN_TILE_LOG2) << TILE_SHIFT
+        }
+        None => 0,
+    };
+    let mut handles = [Handle::NULL; WARP_LANES];
+    let mut small_offset = 0u64;
+    for lane in 0..WARP_LANES {
+        let size = sizes[lane];
+        let address = match (arranged, geometry.is_arranged()) {
+            (Some(order), _) => chunk_base + (u64::from(order.slot_of(lane as u32)) << tile_log2),
+            (None, true) => chunk_base + lane as u64 * geometry.lane_span,
+            (None, false) => chunk_base + small_offset,
+        };
+        small_offset += size.next_multiple_of(crate::SMALL_ALIGN);
+        if size == 0 {
+            continue;
+        }
+        if address > ADDRESS_MASK {
+            return Err(LayoutError::AddressTooWide(address));
+        }
+        let generation = u64::from(generations[lane] % GENERATIONS);
+        handles[lane] = Handle(
+            high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address,
+        );
+    }
+    Ok(handles)
+}
+
+/// Thread-contiguous handles: plain, lane `l` at `chunk_base + l * lane_span` (small chunks:
+/// packed in lane order, as for [`warp_handles`]).
+pub fn contiguous_handles(
+    geometry: &Geometry,
+    chunk_base: u64,
+    sizes: &[u64; WARP_LANES],
+) -> Result<[Handle; WARP_LANES], LayoutError> {
+    lane_handles(
+        geometry,
+        chunk_base,
+        sizes,
+        Arrangement::Contiguous,
+        &[0; WARP_LANES],
+    )
+}
+
 /// Every lane's handle for a chunk at `chunk_base` with `geometry`, given the request's sizes.
 /// Lanes that asked 0 bytes get [`Handle::NULL`].
 pub fn warp_handles(
@@ -154,24 +251,13 @@ pub fn warp_handles(
     sizes: &[u64; WARP_LANES],
     order: SlotOrder,
 ) -> Result<[Handle; WARP_LANES], LayoutError> {
-    let mut handles = [Handle::NULL; WARP_LANES];
-    let offsets = small_offsets(sizes);
-    for lane in 0..WARP_LANES as u32 {
-        if sizes[lane as usize] == 0 {
-            continue;
-        }
-        handles[lane as usize] = if geometry.is_arranged() {
-            let slot = u64::from(order.slot_of(lane));
-            Handle::arranged(
-                chunk_base + (slot << geometry.tile_log2),
-                geometry.tile_log2,
-                lane,
-            )?
-        } else {
-            Handle::plain(chunk_base + offsets[lane as usize], lane)?
-        };
-    }
-    Ok(handles)
+    lane_handles(
+        geometry,
+        chunk_base,
+        sizes,
+        Arrangement::Arranged(order),
+        &[0; WARP_LANES],
+    )
 }
 
 #[cfg(test)]
@@ -181,16 +267,26 @@ mod tests {
     #[test]
     fn fields_round_trip() {
         let h = Handle::arranged(0x7fff_1234_5000, 15, 31).unwrap();
-        assert_eq!(h.kind(), Ok(HandleKind::Arranged));
+        assert_eq!(h.kind(), HandleKind::Arranged);
         assert_eq!(
             (h.tile_log2(), h.lane(), h.address()),
             (15, 31, 0x7fff_1234_5000)
         );
-        assert_eq!(h.0 >> 48 & 0x7, 0, "reserved bits stay 0");
+        assert_eq!(h.generation(), 0);
+        let g = h.with_generation(133);
+        assert_eq!(
+            (g.generation(), g.address(), g.lane(), g.tile_log2()),
+            (5, h.address(), 31, 15)
+        );
+        assert_eq!(
+            g.translate(70000),
+            h.translate(70000),
+            "the generation never moves an address"
+        );
         let p = Handle::plain(0xdead_beef, 4).unwrap();
         assert_eq!(
             (p.kind(), p.lane(), p.address()),
-            (Ok(HandleKind::Plain), 4, 0xdead_beef)
+            (HandleKind::Plain, 4, 0xdead_beef)
         );
     }
 
@@ -203,10 +299,8 @@ mod tests {
         assert_eq!(Handle::plain(0, 32), Err(LayoutError::LaneOutOfRange(32)));
         assert_eq!(Handle::arranged(0, 11, 0), Err(LayoutError::BadTile(11)));
         assert_eq!(Handle::arranged(0, 17, 0), Err(LayoutError::BadTile(17)));
-        assert_eq!(
-            Handle(5 << 60).kind(),
-            Err(LayoutError::UnknownKind(5 << 60))
-        );
+        assert_eq!(Handle(1 << 63).kind(), HandleKind::Arranged);
+        assert_eq!(Handle(u64::MAX >> 1).kind(), HandleKind::Plain);
         assert_eq!(
             Handle::plain(64, 1).unwrap().chunk_base(SlotOrder::Pattern),
             Err(LayoutError::NotArranged(Handle::plain(64, 1).unwrap().0))

@@ -16,7 +16,9 @@ pub mod slot;
 
 pub use error::LayoutError;
 pub use geometry::{Geometry, GeometryConfig, SizeClass, small_offsets};
-pub use handle::{Handle, HandleKind, warp_handles};
+pub use handle::{
+    Arrangement, GENERATIONS, Handle, HandleKind, contiguous_handles, lane_handles, warp_handles,
+};
 pub use slot::SlotOrder;
 
 /// Lanes in a warp.

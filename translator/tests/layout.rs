@@ -83,11 +83,11 @@ proptest! {
             }
             prop_assert_eq!(h.lane(), lane as u32);
             if g.is_arranged() {
-                prop_assert_eq!(h.kind(), Ok(HandleKind::Arranged));
+                prop_assert_eq!(h.kind(), HandleKind::Arranged);
                 prop_assert_eq!(h.tile_log2(), g.tile_log2);
                 prop_assert_eq!(h.chunk_base(order), Ok(base));
             } else {
-                prop_assert_eq!(h.kind(), Ok(HandleKind::Plain));
+                prop_assert_eq!(h.kind(), HandleKind::Plain);
             }
         }
     }
@@ -96,10 +96,10 @@ proptest! {
     fn handles_round_trip(address in 0u64..1 << 48, tile_log2 in 12u32..=16, lane in 0u32..32) {
         let h = Handle::arranged(address, tile_log2, lane).unwrap();
         prop_assert_eq!((h.address(), h.tile_log2(), h.lane()), (address, tile_log2, lane));
-        prop_assert_eq!(h.kind(), Ok(HandleKind::Arranged));
+        prop_assert_eq!(h.kind(), HandleKind::Arranged);
         prop_assert_eq!(Handle(h.0), h);
         let p = Handle::plain(address, lane).unwrap();
-        prop_assert_eq!((p.address(), p.lane(), p.kind()), (address, lane, Ok(HandleKind::Plain)));
+        prop_assert_eq!((p.address(), p.lane(), p.kind()), (address, lane, HandleKind::Plain));
         prop_assert_eq!(p.translate(12345), address + 12345);
     }
 
@@ -116,6 +116,41 @@ proptest! {
         }
         if g.class == SizeClass::Portion {
             prop_assert!(g.units.is_power_of_two() && (2..=16).contains(&g.units));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Thread-contiguous chunks: lane `l`'s whole object lies at `l * lane_span`, contiguous, inside
+    /// the chunk, and no two lanes overlap; the generation lands in every non-null handle.
+    #[test]
+    fn contiguous_lanes_are_disjoint_spans(sizes in any_class(), pick in any::<u64>(), generation in 0u8..8) {
+        let Some(g) = Geometry::of(&sizes, &GeometryConfig::default()).unwrap() else {
+            return Ok(());
+        };
+        let base = base_for(&g, pick);
+        let handles = translator::lane_handles(&g, base, &sizes, translator::Arrangement::Contiguous, &[generation; 32]).unwrap();
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for (lane, h) in handles.iter().enumerate() {
+            prop_assert_eq!(h.is_null(), sizes[lane] == 0);
+            if h.is_null() {
+                continue;
+            }
+            prop_assert_eq!(h.kind(), HandleKind::Plain);
+            prop_assert_eq!(h.generation(), generation);
+            let start = h.translate(0) - base;
+            prop_assert_eq!(h.translate(sizes[lane] - 1) - base, start + sizes[lane] - 1);
+            prop_assert!(start + sizes[lane] <= g.chunk_bytes);
+            if g.is_arranged() {
+                prop_assert_eq!(start, lane as u64 * g.lane_span);
+            }
+            spans.push((start, start + sizes[lane]));
+        }
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            prop_assert!(pair[0].1 <= pair[1].0, "lanes overlap: {:?}", pair);
         }
     }
 }

@@ -1,6 +1,7 @@
 // C entry points over alignmalloc/layout.h, compiled as host C++, so Rust can compare the header
 // with the `translator` crate.
 #include <alignmalloc/layout.h>
+#include <alignmalloc/records.h>
 
 extern "C" {
 
@@ -32,6 +33,14 @@ void am_shim_handle_fields(am::u64 h, am::u64* out) {
   out[1] = am::handle_tile_log2(h);
   out[2] = am::handle_lane(h);
   out[3] = am::handle_address(h);
+  out[4] = am::handle_generation(h);
+}
+am::u64 am_shim_handle_with_generation(am::u64 h, unsigned generation) {
+  return am::handle_with_generation(h, generation);
+}
+am::u64 am_shim_lane_handle_contiguous(const am::Geometry* g, am::u64 chunk_base,
+                                       const am::u64* sizes, unsigned lane) {
+  return am::lane_handle_contiguous(*g, chunk_base, sizes, lane);
 }
 am::u64 am_shim_translate(am::u64 h, am::u64 offset) { return am::translate(h, offset); }
 am::u64 am_shim_chunk_base(am::u64 h, unsigned order) { return am::chunk_base_of(h, order); }
@@ -50,6 +59,52 @@ am::u64 am_shim_offsetof_geometry(unsigned field) {
     case 3: return __builtin_offsetof(am::Geometry, chunk_bytes);
     default: return __builtin_offsetof(am::Geometry, units);
   }
+}
+
+// Record layouts: for record `which` (0 request, 1 reply, 2 device mailbox), field `field` in
+// declaration order; field 99 is the size. Returns ~0 past the last field.
+am::u64 am_shim_record_layout(unsigned which, unsigned field) {
+#define AM_FIELDS(T, ...)                                        \
+  {                                                              \
+    const am::u64 offsets[] = {__VA_ARGS__};                     \
+    if (field == 99) return sizeof(T);                           \
+    return field < sizeof(offsets) / sizeof(offsets[0]) ? offsets[field] : ~0ull; \
+  }
+#define AM_AT(T, f) __builtin_offsetof(T, f)
+  using am::RequestRecord;
+  using am::ReplyRecord;
+  using am::DeviceMailbox;
+  switch (which) {
+    case 0:
+      AM_FIELDS(RequestRecord, AM_AT(RequestRecord, op), AM_AT(RequestRecord, lane_mask),
+                AM_AT(RequestRecord, warp), AM_AT(RequestRecord, reserved),
+                AM_AT(RequestRecord, words))
+    case 1:
+      AM_FIELDS(ReplyRecord, AM_AT(ReplyRecord, status), AM_AT(ReplyRecord, size_class),
+                AM_AT(ReplyRecord, tile_log2), AM_AT(ReplyRecord, layout),
+                AM_AT(ReplyRecord, chunk_base), AM_AT(ReplyRecord, lane_span),
+                AM_AT(ReplyRecord, reserved), AM_AT(ReplyRecord, failed_lanes),
+                AM_AT(ReplyRecord, lane_status))
+    default:
+      AM_FIELDS(DeviceMailbox, AM_AT(DeviceMailbox, ports), AM_AT(DeviceMailbox, reserved),
+                AM_AT(DeviceMailbox, req_seq), AM_AT(DeviceMailbox, requests),
+                AM_AT(DeviceMailbox, ack_seq), AM_AT(DeviceMailbox, replies),
+                AM_AT(DeviceMailbox, closed), AM_AT(DeviceMailbox, locks))
+  }
+#undef AM_FIELDS
+#undef AM_AT
+}
+
+// The codes shared with Rust: ops 1..3, statuses 0..7, lane statuses 0..3, the contiguous layout.
+am::u64 am_shim_code(unsigned which) {
+  const am::u64 codes[] = {
+      am::kOpAlloc, am::kOpAllocContiguous, am::kOpFree,
+      am::kStatusOk, am::kStatusOutOfMemory, am::kStatusSizeOverLimit, am::kStatusUnknownOp,
+      am::kStatusEmptyMask, am::kStatusBadSequence, am::kStatusShutdown, am::kStatusPartial,
+      am::kLaneOk, am::kLaneInvalidHandle, am::kLaneDoubleFree, am::kLaneInteriorPointer,
+      am::kLayoutContiguous,
+  };
+  return which < sizeof(codes) / sizeof(codes[0]) ? codes[which] : ~0ull;
 }
 
 }  // extern "C"

@@ -62,6 +62,13 @@ unsafe extern "C" {
     safe fn am_shim_handle_plain(address: u64, lane: u32) -> u64;
     safe fn am_shim_handle_arranged(address: u64, tile_log2: u32, lane: u32) -> u64;
     fn am_shim_handle_fields(h: u64, out: *mut u64);
+    safe fn am_shim_handle_with_generation(h: u64, generation: u32) -> u64;
+    fn am_shim_lane_handle_contiguous(
+        g: *const CGeometry,
+        chunk_base: u64,
+        sizes: *const u64,
+        lane: u32,
+    ) -> u64;
     safe fn am_shim_translate(h: u64, offset: u64) -> u64;
     safe fn am_shim_chunk_base(h: u64, order: u32) -> u64;
     fn am_shim_lane_handle(
@@ -72,6 +79,8 @@ unsafe extern "C" {
         order: u32,
     ) -> u64;
     safe fn am_shim_sizeof_geometry() -> u64;
+    safe fn am_shim_record_layout(which: u32, field: u32) -> u64;
+    safe fn am_shim_code(which: u32) -> u64;
     safe fn am_shim_offsetof_geometry(field: u32) -> u64;
 }
 
@@ -131,12 +140,23 @@ pub fn handle_arranged(address: u64, tile_log2: u32, lane: u32) -> u64 {
     am_shim_handle_arranged(address, tile_log2, lane)
 }
 
-/// `[handle_kind, handle_tile_log2, handle_lane, handle_address]`.
-pub fn handle_fields(h: u64) -> [u64; 4] {
-    let mut out = [0u64; 4];
-    // SAFETY: `out` has the 4 writable entries the shim fills.
+/// `[handle_kind, handle_tile_log2, handle_lane, handle_address, handle_generation]`.
+pub fn handle_fields(h: u64) -> [u64; 5] {
+    let mut out = [0u64; 5];
+    // SAFETY: `out` has the 5 writable entries the shim fills.
     unsafe { am_shim_handle_fields(h, out.as_mut_ptr()) };
     out
+}
+
+/// `am::handle_with_generation`.
+pub fn handle_with_generation(h: u64, generation: u32) -> u64 {
+    am_shim_handle_with_generation(h, generation)
+}
+
+/// `am::lane_handle_contiguous`.
+pub fn lane_handle_contiguous(g: &CGeometry, chunk_base: u64, sizes: &[u64; 32], lane: u32) -> u64 {
+    // SAFETY: `g` is a live CGeometry with the C layout; `sizes` has the 32 entries read.
+    unsafe { am_shim_lane_handle_contiguous(g, chunk_base, sizes.as_ptr(), lane) }
 }
 
 /// `am::translate`.
@@ -159,6 +179,20 @@ pub fn lane_handle(
 ) -> u64 {
     // SAFETY: `g` is a live CGeometry with the C layout; `sizes` has the 32 entries read.
     unsafe { am_shim_lane_handle(g, chunk_base, sizes.as_ptr(), lane, order) }
+}
+
+/// Offset of field `field` (declaration order) of record `which` (0 `am::RequestRecord`, 1
+/// `am::ReplyRecord`, 2 `am::DeviceMailbox`); field 99 gives the size; `None` past the last field.
+pub fn record_layout(which: u32, field: u32) -> Option<u64> {
+    Some(am_shim_record_layout(which, field)).filter(|&v| v != u64::MAX)
+}
+
+/// The header's codes in a fixed order: ops, statuses, lane statuses, the contiguous layout.
+pub fn codes() -> Vec<u64> {
+    (0..)
+        .map(|which: u32| am_shim_code(which))
+        .take_while(|&c| c != u64::MAX)
+        .collect()
 }
 
 /// `sizeof(am::Geometry)`.

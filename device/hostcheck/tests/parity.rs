@@ -4,8 +4,8 @@
 use hostcheck as cpp;
 use hostcheck::cases::Rng;
 use translator::{
-    Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder, small_offsets,
-    warp_handles,
+    Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder, contiguous_handles,
+    small_offsets, warp_handles,
 };
 
 const ROUNDS: usize = 1_000_000;
@@ -90,8 +90,14 @@ fn translate_and_fields_agree_on_any_bits() {
                 u64::from(handle.kind_field()),
                 u64::from(handle.tile_log2()),
                 u64::from(handle.lane()),
-                handle.address()
+                handle.address(),
+                u64::from(handle.generation()),
             ]
+        );
+        let generation = (offset % 11) as u8;
+        assert_eq!(
+            cpp::handle_with_generation(h, u32::from(generation)),
+            handle.with_generation(generation).0
         );
     }
 }
@@ -159,12 +165,18 @@ fn geometry_offsets_and_lane_handles_agree() {
         let unit = g.0.class.unit_bytes();
         let base = (1 << 40) + rng.below(1 << 20) * unit;
         let handles = warp_handles(&g.0, base, &sizes, order_of(code)).unwrap();
+        let contiguous = contiguous_handles(&g.0, base, &sizes).unwrap();
         for lane in 0..32u32 {
             assert_eq!(cpp::small_offset(&sizes, lane), offsets[lane as usize]);
             assert_eq!(
                 cpp::lane_handle(&g.1, base, &sizes, lane, code as u32),
                 handles[lane as usize].0,
                 "lane {lane} of {sizes:?}"
+            );
+            assert_eq!(
+                cpp::lane_handle_contiguous(&g.1, base, &sizes, lane),
+                contiguous[lane as usize].0,
+                "contiguous lane {lane} of {sizes:?}"
             );
         }
     }

@@ -5,10 +5,10 @@
 // includes, no CUDA runtime calls, so this header compiles under nvcc, NVRTC and plain host C++.
 //
 // Handle (64 bits):
-//   63..60 kind      0 = plain, 1 = arranged
-//   59..56 tile      tile_log2 - 12 (0..4: 4 KiB..64 KiB)
-//   55..51 lane      owner lane
-//   50..48 reserved  0
+//   63     kind      0 = plain, 1 = arranged
+//   62..60 tile      tile_log2 - 12 (0..4: 4 KiB..64 KiB)
+//   59..55 lane      owner lane
+//   54..48 gen       generation of the object's address (tells a stale handle from a live one)
 //   47..0  address   first byte of the lane's tile 0 (plain: of the object)
 //
 // translate(h, off): plain: addr + off; arranged with tile 2^t:
@@ -136,19 +136,23 @@ AM_HD u64 small_offset(const u64* sizes, u32 lane) {
 
 // ---- handles -----------------------------------------------------------------------------------
 
-AM_HD u32 handle_kind(u64 h) { return (u32)(h >> 60); }
-AM_HD u32 handle_tile_log2(u64 h) { return (u32)((h >> 56) & 0xFull) + kMinTileLog2; }
-AM_HD u32 handle_lane(u64 h) { return (u32)((h >> 51) & 0x1Full); }
+AM_HD u32 handle_kind(u64 h) { return (u32)(h >> 63); }
+AM_HD u32 handle_tile_log2(u64 h) { return (u32)((h >> 60) & 0x7ull) + kMinTileLog2; }
+AM_HD u32 handle_lane(u64 h) { return (u32)((h >> 55) & 0x1Full); }
 AM_HD u64 handle_address(u64 h) { return h & kAddressMask; }
+AM_HD u32 handle_generation(u64 h) { return (u32)((h >> 48) & 0x7Full); }
+AM_HD u64 handle_with_generation(u64 h, u32 generation) {
+  return (h & ~(0x7Full << 48)) | ((u64)(generation & 0x7Fu) << 48);
+}
 
 // Encoders mask their fields; the host validates (address < 2^48, lane < 32, tile 12..16).
 AM_HD u64 handle_plain(u64 address, u32 lane) {
-  return ((u64)(lane & 31u) << 51) | (address & kAddressMask);
+  return ((u64)(lane & 31u) << 55) | (address & kAddressMask);
 }
 
 AM_HD u64 handle_arranged(u64 address, u32 tile_log2, u32 lane) {
-  return ((u64)kHandleArranged << 60) | ((u64)((tile_log2 - kMinTileLog2) & 0xFu) << 56) |
-         ((u64)(lane & 31u) << 51) | (address & kAddressMask);
+  return ((u64)kHandleArranged << 63) | ((u64)((tile_log2 - kMinTileLog2) & 0x7u) << 60) |
+         ((u64)(lane & 31u) << 55) | (address & kAddressMask);
 }
 
 // Address of byte `offset` of the object behind `h`. Total: defined for every 64-bit value.
@@ -164,11 +168,28 @@ AM_HD u64 chunk_base_of(u64 h, u32 order) {
   return handle_address(h) - ((u64)slot_of(order, handle_lane(h)) << handle_tile_log2(h));
 }
 
+// `ReplyRecord::layout` of thread-contiguous chunks; arranged chunks carry their SlotOrder.
+constexpr u32 kLayoutContiguous = 0xFF;
+
+// A lane's handle, given its small-class offset (ignored for other classes) and the chunk's
+// layout (a SlotOrder, or kLayoutContiguous). The one formula every lane-handle function uses.
+AM_HD u64 lane_handle_from(const Geometry& g, u64 chunk_base, u32 lane, u64 small_off, u32 layout) {
+  if (g.size_class == kClassSmall) return handle_plain(chunk_base + small_off, lane);
+  if (layout == kLayoutContiguous) return handle_plain(chunk_base + (u64)lane * g.lane_span, lane);
+  return handle_arranged(chunk_base + ((u64)slot_of(layout, lane) << g.tile_log2), g.tile_log2, lane);
+}
+
 // A lane's handle for a chunk at `chunk_base`; 0 (null) for a lane that asked 0 bytes.
 AM_HD u64 lane_handle(const Geometry& g, u64 chunk_base, const u64* sizes, u32 lane, u32 order) {
   if (lane >= kWarpLanes || sizes[lane] == 0) return 0;
-  if (g.size_class == kClassSmall) return handle_plain(chunk_base + small_offset(sizes, lane), lane);
-  return handle_arranged(chunk_base + ((u64)slot_of(order, lane) << g.tile_log2), g.tile_log2, lane);
+  return lane_handle_from(g, chunk_base, lane, small_offset(sizes, lane), order);
+}
+
+// A lane's handle in the thread-contiguous layout: lane l at chunk_base + l * lane_span (small
+// chunks: packed in lane order, as above); 0 for a lane that asked 0 bytes.
+AM_HD u64 lane_handle_contiguous(const Geometry& g, u64 chunk_base, const u64* sizes, u32 lane) {
+  if (lane >= kWarpLanes || sizes[lane] == 0) return 0;
+  return lane_handle_from(g, chunk_base, lane, small_offset(sizes, lane), kLayoutContiguous);
 }
 
 // ---- typed access ------------------------------------------------------------------------------

@@ -1,0 +1,213 @@
+// alignmalloc device client: allocation and free from inside kernels.
+//
+//   #include <alignmalloc/client.cuh>
+//   __global__ void k(am::DeviceMailbox mb) {
+//     u32 status;
+//     am::ptr<float> xs{am::malloc(mb, n * sizeof(float), &status)};   // any lanes, divergent too
+//     ...
+//     am::free(mb, xs.handle);
+//   }
+//
+// A call is warp-collective over the lanes that reach it together (__activemask()): they form
+// one request. The leader takes a port (hash of the global warp id, linear probing over a lock
+// per port in device memory), gathers the lanes' words by shuffles and writes the whole request,
+// publishes the sequence number (release, system scope) and waits for the acknowledgement
+// (acquire, system scope) with __nanosleep backoff, then broadcasts the reply. Only the leader
+// writes the port, so its release covers everything the host will read. A closed mailbox
+// (service stopped) ends the wait with kStatusShutdown. Single-writer words only: no atomic
+// read-modify-write ever crosses PCIe. See orchestrator/src/mailbox.rs for the host side.
+#ifndef ALIGNMALLOC_CLIENT_CUH
+#define ALIGNMALLOC_CLIENT_CUH
+
+#include <cuda/atomic>
+#include <alignmalloc/layout.h>
+#include <alignmalloc/records.h>
+
+namespace am {
+
+// A reply as every lane sees it. lane_status is the calling lane's own byte: its LaneStatus for a
+// free, its handle's generation for an allocation. active is the set of lanes that made the
+// request, which every later warp-collective step must use.
+struct Reply {
+  u32 active;
+  u32 status;
+  u32 size_class;
+  u32 tile_log2;
+  u32 layout;
+  u64 chunk_base;
+  u64 lane_span;
+  u32 lane_status;
+};
+
+// The outcome of am::free for the calling lane.
+struct FreeResult {
+  u32 status;       // Status of the warp's request (kStatusPartial when some lane failed)
+  u32 lane_status;  // LaneStatus of this lane
+};
+
+namespace detail {
+
+__device__ __forceinline__ u32 lane_id() {
+  u32 id;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
+  return id;
+}
+
+__device__ __forceinline__ u32 global_warp_id() {
+  const u64 block = (u64)blockIdx.x + (u64)gridDim.x * ((u64)blockIdx.y + (u64)gridDim.y * blockIdx.z);
+  const u32 threads = blockDim.x * blockDim.y * blockDim.z;
+  const u32 thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return (u32)(block * ((threads + 31u) / 32u) + thread / 32u);
+}
+
+__device__ __forceinline__ u64 shfl64(u32 mask, u64 value, u32 source) {
+  const u32 hi = __shfl_sync(mask, (u32)(value >> 32), source);
+  const u32 lo = __shfl_sync(mask, (u32)value, source);
+  return ((u64)hi << 32) | lo;
+}
+
+__device__ __forceinline__ u32 load_host_word(const u32* word) {
+  return cuda::atomic_ref<u32, cuda::thread_scope_system>(*const_cast<u32*>(word))
+      .load(cuda::memory_order_acquire);
+}
+
+// Leader only: take a free port, starting at the warp's home port.
+__device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
+  u32 port = (warp * 0x9E3779B1u) % mb.ports;
+  for (u32 tries = 1;; ++tries) {
+    cuda::atomic_ref<u32, cuda::thread_scope_device> lock(mb.locks[port]);
+    u32 expected = 0;
+    if (lock.compare_exchange_strong(expected, 1u, cuda::memory_order_acquire,
+                                     cuda::memory_order_relaxed)) {
+      return port;
+    }
+    port = port + 1 == mb.ports ? 0 : port + 1;
+    if (tries % mb.ports == 0) __nanosleep(256);
+  }
+}
+
+// The warp-collective request: the active lanes each contribute `word`.
+__device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
+  const u32 active = __activemask();
+  const u32 lane = lane_id();
+  const u32 leader = __ffs(active) - 1;
+  const u32 warp = global_warp_id();
+  u32 port = 0;
+  u32 seq = 0;
+  u32 closed = 0;
+  if (lane == leader) {
+    closed = load_host_word(mb.closed);
+    if (!closed) {
+      port = lock_port(mb, warp);
+      seq = load_host_word(&mb.ack_seq[port]) + 1u;
+      RequestRecord& r = mb.requests[port];
+      r.op = op;
+      r.lane_mask = active;
+      r.warp = warp;
+      r.reserved = 0;
+    }
+  }
+  Reply reply;
+  reply.active = active;
+  if (__shfl_sync(active, closed, leader)) {
+    reply.status = kStatusShutdown;
+    reply.chunk_base = 0;
+    reply.lane_status = kLaneOk;
+    return reply;
+  }
+  port = __shfl_sync(active, port, leader);
+  // The leader writes every word it publishes: a release orders the releasing thread's own
+  // writes, so the lanes hand their words to the leader instead of storing them themselves.
+  volatile u64* words = mb.requests[port].words;
+  for (u32 m = active; m != 0; m &= m - 1) {
+    const u32 source = __ffs(m) - 1;
+    const u64 value = shfl64(active, word, source);
+    if (lane == leader) words[source] = value;
+  }
+  u64 w[kReplyWords];
+  if (lane == leader) {
+    __threadfence_system();
+    cuda::atomic_ref<u32, cuda::thread_scope_system>(mb.req_seq[port])
+        .store(seq, cuda::memory_order_release);
+    const volatile u64* src = reinterpret_cast<const volatile u64*>(&mb.replies[port]);
+    u32 pause = 32;
+    for (;;) {
+      if (load_host_word(&mb.ack_seq[port]) == seq) {
+        for (u32 i = 0; i < kReplyWords; ++i) w[i] = src[i];
+        break;
+      }
+      if (load_host_word(mb.closed)) {
+        if (load_host_word(&mb.ack_seq[port]) == seq) continue;  // answered just before closing
+        for (u32 i = 0; i < kReplyWords; ++i) w[i] = 0;
+        w[0] = kStatusShutdown;
+        break;
+      }
+      __nanosleep(pause);
+      if (pause < 4096) pause *= 2;
+    }
+    cuda::atomic_ref<u32, cuda::thread_scope_device>(mb.locks[port])
+        .store(0u, cuda::memory_order_release);
+  }
+  for (u32 i = 0; i < kReplyWords; ++i) w[i] = shfl64(active, w[i], leader);
+  reply.status = (u32)w[0];
+  reply.size_class = (u32)(w[0] >> 32);
+  reply.tile_log2 = (u32)w[1];
+  reply.layout = (u32)(w[1] >> 32);
+  reply.chunk_base = w[2];
+  reply.lane_span = w[3];
+  reply.lane_status = (u32)((w[5 + lane / 8u] >> (8u * (lane % 8u))) & 0xFFu);
+  return reply;
+}
+
+__device__ inline u64 alloc(const DeviceMailbox& mb, u64 size, u32 op, u32* status) {
+  const Reply r = call(mb, op, size);
+  if (status) *status = r.status;
+  const u32 lane = lane_id();
+  // Small chunks: this lane's offset is the sum of the rounded sizes of the lower lanes that made
+  // the request. Every requesting lane takes part in the scan (the condition is the same in all
+  // of them), including lanes that asked 0, so no shuffle names a lane that already returned.
+  u64 small_off = 0;
+  if (r.status == kStatusOk && r.chunk_base != 0 && r.size_class == kClassSmall) {
+    const u64 mine = round16(size);
+    for (u32 m = r.active; m != 0; m &= m - 1) {
+      const u32 source = __ffs(m) - 1;
+      const u64 theirs = shfl64(r.active, mine, source);
+      if (source < lane) small_off += theirs;
+    }
+  }
+  if (r.status != kStatusOk || r.chunk_base == 0 || size == 0) return 0;
+  Geometry g;
+  g.size_class = r.size_class;
+  g.tile_log2 = r.tile_log2;
+  g.lane_span = r.lane_span;
+  g.chunk_bytes = 0;
+  g.units = 0;
+  return handle_with_generation(lane_handle_from(g, r.chunk_base, lane, small_off, r.layout),
+                                r.lane_status);
+}
+
+}  // namespace detail
+
+// Allocate `size` bytes, warp-arranged for portion and large sizes. Returns 0 when the lane asked
+// 0 bytes or the request failed (`*status` says why).
+__device__ inline u64 malloc(const DeviceMailbox& mb, u64 size, u32* status = nullptr) {
+  return detail::alloc(mb, size, kOpAlloc, status);
+}
+
+// Allocate `size` bytes, thread-contiguous (a plain handle: `ptr<T>::plain()` is a raw pointer).
+__device__ inline u64 malloc_contiguous(const DeviceMailbox& mb, u64 size, u32* status = nullptr) {
+  return detail::alloc(mb, size, kOpAllocContiguous, status);
+}
+
+// Give back a handle from am::malloc (0 is a no-op).
+__device__ inline FreeResult free(const DeviceMailbox& mb, u64 handle) {
+  const Reply r = detail::call(mb, kOpFree, handle);
+  FreeResult result;
+  result.status = r.status;
+  result.lane_status = r.lane_status;
+  return result;
+}
+
+}  // namespace am
+
+#endif  // ALIGNMALLOC_CLIENT_CUH

@@ -1,0 +1,77 @@
+// alignmalloc mailbox records: what a warp posts and what the host answers.
+//
+// The C++ twin of `orchestrator::records`; `device/hostcheck` checks sizes, field offsets and
+// codes against the Rust definitions. Plain integers only: compiles under nvcc, NVRTC and host C++.
+#ifndef ALIGNMALLOC_RECORDS_H
+#define ALIGNMALLOC_RECORDS_H
+
+#include <alignmalloc/layout.h>
+
+namespace am {
+
+enum Op : u32 { kOpAlloc = 1, kOpAllocContiguous = 2, kOpFree = 3 };
+
+// Whole-warp outcome.
+enum Status : u32 {
+  kStatusOk = 0,
+  kStatusOutOfMemory = 1,   // no room for the chunk; nothing allocated
+  kStatusSizeOverLimit = 2, // a lane asked more than the per-lane limit; nothing allocated
+  kStatusUnknownOp = 3,
+  kStatusEmptyMask = 4,
+  kStatusBadSequence = 5,   // the port's sequence number skipped; request dropped, port resynced
+  kStatusShutdown = 6,      // the service stopped; request not served
+  kStatusPartial = 7,       // some lanes of a free failed (see lane_status)
+};
+
+// Per-lane outcome of a free.
+enum LaneStatus : u32 {
+  kLaneOk = 0,
+  kLaneInvalidHandle = 1,   // points into nothing the allocator handed out
+  kLaneDoubleFree = 2,      // already freed, or a stale handle
+  kLaneInteriorPointer = 3, // inside a chunk, not at a lane object's start
+};
+
+struct RequestRecord {
+  u32 op;         // Op
+  u32 lane_mask;  // lanes taking part
+  u32 warp;       // sender's global warp id (tracing)
+  u32 reserved;   // 0
+  u64 words[32];  // sizes (alloc) or handles (free), one per lane
+};
+
+struct ReplyRecord {
+  u32 status;       // Status
+  u32 size_class;   // SizeClass of the chunk
+  u32 tile_log2;    // 0 for small chunks
+  u32 layout;       // SlotOrder, or kLayoutContiguous
+  u64 chunk_base;   // 0 when no lane asked for memory
+  u64 lane_span;
+  u32 reserved;     // 0
+  u32 failed_lanes; // frees: lanes whose free failed
+  unsigned char lane_status[32];  // frees: LaneStatus per lane; allocations: each lane's generation
+};
+
+// What a kernel needs to reach the service thread; the runtime fills it in and passes it by
+// value. Ports live in pinned host memory mapped for the device; the port locks live in device
+// memory. A port's next sequence number is its acknowledged one plus 1: the lock holder is the
+// port's only device writer and every earlier request on it was acknowledged before the lock was
+// released, so no device-side copy (which a stale cache line could make lie) is kept.
+struct DeviceMailbox {
+  u32 ports;
+  u32 reserved;
+  u32* req_seq;               // host memory, written by the device
+  RequestRecord* requests;    // host memory, written by the device
+  const u32* ack_seq;         // host memory, written by the host
+  const ReplyRecord* replies; // host memory, written by the host
+  const u32* closed;          // host memory, written by the host
+  u32* locks;                 // device memory
+};
+
+constexpr u32 kRequestWords = 34;
+constexpr u32 kReplyWords = 9;
+static_assert(sizeof(RequestRecord) == kRequestWords * 8, "RequestRecord is 34 words");
+static_assert(sizeof(ReplyRecord) == kReplyWords * 8, "ReplyRecord is 9 words");
+
+}  // namespace am
+
+#endif  // ALIGNMALLOC_RECORDS_H

@@ -1,0 +1,163 @@
+//! How many warp requests the host side resolves per second on one core.
+//!
+//! The stream is the mix of the GPU stress: 85% of allocations small (1 B..2 KiB per lane), 12%
+//! portion (2..32 KiB), 3% large (32..96 KiB); 7 of 8 lanes active; a third thread-contiguous.
+//! Every allocation is later freed whole, oldest first, from a window of 1024 live chunks, so
+//! the resolver stays in a steady state with fragmentation.
+//!
+//! - `resolve/mixed`: `Resolver::resolve` on one allocation and one free request per iteration;
+//!   drawing the requests and building the lanes' handles from the reply (the device's part) are
+//!   not timed.
+//! - `serve/batch_1024`: the service thread's sweep (`Server::serve_once`): 1024 pending requests
+//!   in a 1024-port mailbox (half allocations, half frees) are collected, resolved and answered;
+//!   posting them (the device's part) is not timed.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use orchestrator::cpu::handles_from_reply;
+use orchestrator::stats::ServiceStats;
+use orchestrator::{Mailbox, Op, RequestRecord, Resolver, ResolverConfig, Server};
+use parking_lot::Mutex;
+
+const WINDOW: usize = 1024;
+
+struct Stream(u64);
+
+impl Stream {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn alloc(&mut self) -> RequestRecord {
+        let class = self.next() % 100;
+        let words = std::array::from_fn(|_| {
+            if self.next().is_multiple_of(8) {
+                return 0;
+            }
+            match class {
+                0..=84 => 1 + self.next() % 2048,
+                85..=96 => 2049 + self.next() % (30 << 10),
+                _ => (32 << 10) + 1 + self.next() % (64 << 10),
+            }
+        });
+        let op = if self.next().is_multiple_of(3) {
+            Op::AllocContiguous
+        } else {
+            Op::Alloc
+        };
+        RequestRecord {
+            op: op as u32,
+            lane_mask: u32::MAX,
+            warp: 1,
+            reserved: 0,
+            words,
+        }
+    }
+}
+
+fn free_request(handles: &[u64; 32]) -> RequestRecord {
+    RequestRecord {
+        op: Op::Free as u32,
+        lane_mask: u32::MAX,
+        warp: 1,
+        reserved: 0,
+        words: *handles,
+    }
+}
+
+fn resolver() -> Resolver {
+    Resolver::new(ResolverConfig::new(1 << 40, 16 << 10)).unwrap()
+}
+
+/// Resolve `request` and, for an allocation, the handles the lanes got.
+fn handles_of(r: &mut Resolver, request: &RequestRecord) -> [u64; 32] {
+    let reply = r.resolve(request);
+    handles_from_reply(&reply, &request.words).map(|h| h.0)
+}
+
+fn bench_resolve(c: &mut Criterion) {
+    let mut g = c.benchmark_group("resolve");
+    g.throughput(Throughput::Elements(2));
+    let mut r = resolver();
+    let mut stream = Stream(0x1234_5678_9ABC_DEF1);
+    let mut live: VecDeque<[u64; 32]> = (0..WINDOW)
+        .map(|_| handles_of(&mut r, &stream.alloc()))
+        .collect();
+    g.bench_function("mixed", |b| {
+        b.iter_custom(|iterations| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iterations {
+                let request = stream.alloc();
+                let free = free_request(&live.pop_front().unwrap());
+                let started = Instant::now();
+                let reply = r.resolve(&request);
+                std::hint::black_box(r.resolve(&free));
+                timed += started.elapsed();
+                live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
+            }
+            timed
+        })
+    });
+    g.finish();
+}
+
+fn bench_serve(c: &mut Criterion) {
+    const PORTS: usize = 1024;
+    let mut g = c.benchmark_group("serve");
+    g.throughput(Throughput::Elements(PORTS as u64));
+    let resolver = Arc::new(Mutex::new(resolver()));
+    let mailbox = Arc::new(Mailbox::new(PORTS).unwrap());
+    let mut server = Server::new(
+        mailbox.clone(),
+        resolver.clone(),
+        Arc::new(ServiceStats::default()),
+        PORTS,
+    );
+    let mut stream = Stream(0xDEAD_BEEF_1234_5679);
+    let mut live: VecDeque<[u64; 32]> = {
+        let mut r = resolver.lock();
+        (0..WINDOW)
+            .map(|_| handles_of(&mut r, &stream.alloc()))
+            .collect()
+    };
+    let mut seq = vec![0u32; PORTS];
+    // Allocations posted in the last round, collected after it was served.
+    let mut posted: Vec<(usize, RequestRecord)> = Vec::new();
+    g.bench_function("batch_1024", |b| {
+        b.iter_custom(|iterations| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iterations {
+                for (port, s) in seq.iter_mut().enumerate() {
+                    let request = if port % 2 == 0 {
+                        let r = stream.alloc();
+                        posted.push((port, r));
+                        r
+                    } else {
+                        free_request(&live.pop_front().expect("the window is full"))
+                    };
+                    *s += 1;
+                    mailbox.post_request(port, *s, &request);
+                }
+                let started = Instant::now();
+                let served = server.serve_once();
+                timed += started.elapsed();
+                assert_eq!(served, PORTS);
+                for (port, request) in posted.drain(..) {
+                    let reply = mailbox.take_reply(port, seq[port]).expect("answered");
+                    live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
+                }
+            }
+            timed
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_resolve, bench_serve);
+criterion_main!(benches);

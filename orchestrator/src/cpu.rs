@@ -1,0 +1,259 @@
+//! CPU stand-ins for the GPU side: warps played by threads, through the same mailbox and records
+//! as the CUDA client (`device/include/alignmalloc/client.cuh`), and a host arena standing in for
+//! managed memory so tests can write into what they get.
+//!
+//! A warp call, as on the GPU: pick a port by hashing the warp id and probe linearly for one whose
+//! lock is free (the locks live in "device memory", here [`CpuDevice`]); post the request as the
+//! port's acknowledged sequence number plus 1; wait for the acknowledgement with backoff,
+//! giving up with `Shutdown` once the host has closed the mailbox; build the lanes' handles from
+//! the reply; release the lock. Warps may outnumber ports: a warp without a port keeps probing,
+//! and every port holder finishes because the host answers every in-order request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use translator::{Geometry, Handle, SizeClass, SlotOrder, WARP_LANES, lane_handles};
+
+use crate::mailbox::Mailbox;
+use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+
+/// What the GPU keeps in device memory for the mailbox: a lock per port.
+pub struct CpuDevice {
+    mailbox: Arc<Mailbox>,
+    locks: Box<[AtomicU32]>,
+}
+
+/// The outcome of a warp's free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreeOutcome {
+    /// Whole-warp status (`Ok`, `Partial`, or a request-level error).
+    pub status: Status,
+    /// Each lane's outcome.
+    pub lanes: [LaneStatus; WARP_LANES],
+}
+
+impl CpuDevice {
+    /// The device side of `mailbox`.
+    pub fn new(mailbox: Arc<Mailbox>) -> Self {
+        let ports = mailbox.ports();
+        Self {
+            locks: (0..ports).map(|_| AtomicU32::new(0)).collect(),
+            mailbox,
+        }
+    }
+
+    /// The port warp `warp` tries first.
+    fn home_port(&self, warp: u32) -> usize {
+        (warp.wrapping_mul(0x9E37_79B1) as usize) % self.mailbox.ports()
+    }
+
+    /// Take a port's lock: the home port, else the next free one, probing with backoff.
+    fn lock_port(&self, warp: u32) -> usize {
+        let ports = self.mailbox.ports();
+        let mut port = self.home_port(warp);
+        let mut tries = 0u32;
+        loop {
+            if self.locks[port]
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return port;
+            }
+            port = (port + 1) % ports;
+            tries += 1;
+            if tries.is_multiple_of(ports as u32) {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Send one request from warp `warp` and wait for its reply.
+    pub fn call(&self, warp: u32, mut request: RequestRecord) -> ReplyRecord {
+        if self.mailbox.is_closed() {
+            return ReplyRecord::status(Status::Shutdown);
+        }
+        request.warp = warp;
+        let port = self.lock_port(warp);
+        // The lock holder is the port's only device writer and the last request on it was
+        // acknowledged before the lock was released: the next number is the acknowledged one + 1.
+        let seq = self.mailbox.acknowledged(port).wrapping_add(1);
+        self.mailbox.post_request(port, seq, &request);
+        let mut spins = 0u32;
+        let reply = loop {
+            if let Some(reply) = self.mailbox.take_reply(port, seq) {
+                break reply;
+            }
+            if self.mailbox.is_closed() {
+                // The host may still have answered between the two reads.
+                break self
+                    .mailbox
+                    .take_reply(port, seq)
+                    .unwrap_or(ReplyRecord::status(Status::Shutdown));
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        };
+        self.locks[port].store(0, Ordering::Release);
+        reply
+    }
+
+    /// `malloc` from the lanes in `mask`, lane `l` asking `sizes[l]` bytes; arranged unless
+    /// `contiguous`. Lanes outside `mask` and lanes that asked 0 get null handles.
+    pub fn malloc(
+        &self,
+        warp: u32,
+        mask: u32,
+        sizes: &[u64; WARP_LANES],
+        contiguous: bool,
+    ) -> Result<[Handle; WARP_LANES], Status> {
+        let request = RequestRecord {
+            op: if contiguous {
+                Op::AllocContiguous
+            } else {
+                Op::Alloc
+            } as u32,
+            lane_mask: mask,
+            warp,
+            reserved: 0,
+            words: *sizes,
+        };
+        let reply = self.call(warp, request);
+        match Status::from_code(reply.status) {
+            Some(Status::Ok) => {}
+            Some(status) => return Err(status),
+            None => return Err(Status::UnknownOp),
+        }
+        let masked: [u64; WARP_LANES] =
+            std::array::from_fn(|l| if mask >> l & 1 == 1 { sizes[l] } else { 0 });
+        Ok(handles_from_reply(&reply, &masked))
+    }
+
+    /// `free` from the lanes in `mask`, lane `l` giving back `handles[l]`.
+    pub fn free(&self, warp: u32, mask: u32, handles: &[Handle; WARP_LANES]) -> FreeOutcome {
+        let request = RequestRecord {
+            op: Op::Free as u32,
+            lane_mask: mask,
+            warp,
+            reserved: 0,
+            words: handles.map(|h| h.0),
+        };
+        let reply = self.call(warp, request);
+        FreeOutcome {
+            status: Status::from_code(reply.status).unwrap_or(Status::UnknownOp),
+            lanes: reply
+                .lane_status
+                .map(|c| LaneStatus::from_code(c).unwrap_or(LaneStatus::InvalidHandle)),
+        }
+    }
+}
+
+/// Each lane's handle from an allocation reply, as the device client builds them.
+pub fn handles_from_reply(reply: &ReplyRecord, sizes: &[u64; WARP_LANES]) -> [Handle; WARP_LANES] {
+    if reply.chunk_base == 0 {
+        return [Handle::NULL; WARP_LANES];
+    }
+    let class = match reply.size_class {
+        0 => SizeClass::Small,
+        1 => SizeClass::Portion,
+        _ => SizeClass::Large,
+    };
+    // The fields the handle rules read; chunk size and units do not enter them.
+    let geometry = Geometry {
+        class,
+        tile_log2: reply.tile_log2,
+        lane_span: reply.lane_span,
+        chunk_bytes: 0,
+        units: 0,
+    };
+    let arrangement = match reply.layout {
+        CONTIGUOUS_LAYOUT => translator::Arrangement::Contiguous,
+        1 => translator::Arrangement::Arranged(SlotOrder::Identity),
+        _ => translator::Arrangement::Arranged(SlotOrder::Pattern),
+    };
+    lane_handles(
+        &geometry,
+        reply.chunk_base,
+        sizes,
+        arrangement,
+        &reply.lane_status,
+    )
+    .unwrap_or([Handle::NULL; WARP_LANES])
+}
+
+/// Host memory standing in for the managed arena: `blocks` VABlocks, 2 MiB aligned, zeroed, read
+/// and written as 64-bit words (atomically, so even a buggy allocator handing one byte to two
+/// threads yields a detectable mismatch rather than undefined behaviour).
+pub struct HostArena {
+    base: *mut AtomicU64,
+    bytes: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the arena is plain memory accessed only through atomics; the raw pointer is owned and
+// freed once, in Drop.
+unsafe impl Send for HostArena {}
+// SAFETY: as above: every access is an atomic operation.
+unsafe impl Sync for HostArena {}
+
+impl HostArena {
+    /// `blocks` zeroed VABlocks (pages are committed lazily by the OS).
+    pub fn new(blocks: usize) -> Self {
+        let bytes = blocks.max(1) * ortree::VABLOCK_BYTES as usize;
+        let layout = std::alloc::Layout::from_size_align(bytes, ortree::VABLOCK_BYTES as usize)
+            .expect("arena size fits a layout");
+        // SAFETY: the layout has a non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self {
+            base,
+            bytes,
+            layout,
+        }
+    }
+
+    /// Address of the first byte (2 MiB aligned).
+    pub fn base(&self) -> u64 {
+        self.base as u64
+    }
+
+    /// VABlocks in the arena.
+    pub fn blocks(&self) -> usize {
+        self.bytes / ortree::VABLOCK_BYTES as usize
+    }
+
+    fn word(&self, address: u64) -> &AtomicU64 {
+        let offset = address
+            .checked_sub(self.base())
+            .expect("address below the arena");
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.bytes as u64,
+            "address {address:#x} is not a word of the arena"
+        );
+        // SAFETY: the offset is in bounds and 8-byte aligned (checked above); the memory lives as
+        // long as `self`, and AtomicU64 has the layout of u64.
+        unsafe { &*self.base.add((offset / 8) as usize) }
+    }
+
+    /// Write the word at `address`.
+    pub fn store(&self, address: u64, value: u64) {
+        self.word(address).store(value, Ordering::Relaxed);
+    }
+
+    /// Read the word at `address`.
+    pub fn load(&self, address: u64) -> u64 {
+        self.word(address).load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for HostArena {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
+    }
+}

@@ -1,0 +1,353 @@
+//! The mailbox: `P` ports shared by device warps and the host service thread.
+//!
+//! Every word has one writer. The device writes `req_seq[p]` and port `p`'s request words; the
+//! host writes `ack_seq[p]`, port `p`'s reply words, and `closed`. Device-written and
+//! host-written words live in separate arrays, so neither side's writes share a cache line with
+//! the other's. No read-modify-write crosses the bus (the H200 has no host-native atomics).
+//!
+//! Protocol for one request on port `p` (the port's lock, held in device memory, makes the warp
+//! that holds it the only device writer of `p`):
+//!
+//! 1. device: write the request words (relaxed), then `req_seq[p] = ack_seq[p] + 1` (release);
+//! 2. host: sees `req_seq[p] != ack_seq[p]` (acquire), reads the request words (relaxed);
+//! 3. host: writes the reply words (relaxed), then `ack_seq[p] = req_seq[p]` (release);
+//! 4. device: sees `ack_seq[p] == its seq` (acquire), reads the reply words (relaxed).
+//!
+//! A `req_seq` that is not `ack_seq + 1` (a skipped or corrupted sequence number) is answered with
+//! `BadSequence` and the port is resynchronised to it. On the GPU the arrays are this memory,
+//! registered as pinned and mapped for the device; the CUDA client (`client.cuh`) follows the same
+//! steps with system-scope release and acquire.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use thiserror::Error;
+
+use crate::records::{REPLY_WORDS, REQUEST_WORDS, ReplyRecord, RequestRecord};
+
+/// Most ports a mailbox may have.
+pub const MAX_PORTS: usize = 1 << 16;
+
+/// Why a mailbox could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum MailboxError {
+    /// Ports must be in 1..=65536.
+    #[error("a mailbox needs 1..={MAX_PORTS} ports, not {0}")]
+    BadPortCount(usize),
+}
+
+/// A request waiting on a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// The sequence number the device published.
+    pub seq: u32,
+    /// Whether it is the one expected (`ack + 1`); if not, the sequence was skipped or corrupted.
+    pub in_order: bool,
+}
+
+/// The shared ports.
+pub struct Mailbox {
+    ports: usize,
+    storage: Storage,
+}
+
+/// Page size the arrays are aligned and padded to.
+#[cfg(not(loom))]
+const PAGE: usize = 4096;
+
+/// Where the arrays live. Outside loom: one zeroed, page-aligned allocation, each array on pages
+/// of its own, so the whole mailbox is registered with the GPU at once and device-written and
+/// host-written words never share a page. Under loom: loom's atomics in boxes.
+#[cfg(not(loom))]
+struct Storage {
+    base: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+    /// Byte offsets of `req_seq`, `requests`, `ack_seq`, `replies`, `closed`.
+    offsets: [usize; 5],
+    lens: [usize; 5],
+}
+
+#[cfg(loom)]
+struct Storage {
+    req_seq: Box<[AtomicU32]>,
+    requests: Box<[AtomicU64]>,
+    ack_seq: Box<[AtomicU32]>,
+    replies: Box<[AtomicU64]>,
+    closed: Box<[AtomicU32]>,
+}
+
+/// Element counts of the five arrays for `ports` ports.
+fn array_lens(ports: usize) -> [usize; 5] {
+    [ports, ports * REQUEST_WORDS, ports, ports * REPLY_WORDS, 1]
+}
+
+#[cfg(not(loom))]
+// SAFETY: the storage is only reached through atomics (see `Mailbox`'s accessors).
+unsafe impl Send for Storage {}
+#[cfg(not(loom))]
+// SAFETY: as above.
+unsafe impl Sync for Storage {}
+
+#[cfg(not(loom))]
+impl Storage {
+    fn new(ports: usize) -> Self {
+        let lens = array_lens(ports);
+        let elem = [4, 8, 4, 8, 4];
+        let mut offsets = [0usize; 5];
+        let mut at = 0;
+        for i in 0..5 {
+            offsets[i] = at;
+            at += (lens[i] * elem[i]).next_multiple_of(PAGE);
+        }
+        let layout = std::alloc::Layout::from_size_align(at, PAGE).expect("mailbox fits a layout");
+        // SAFETY: the layout's size is non-zero (at least one page per array).
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        let base =
+            std::ptr::NonNull::new(base).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Self {
+            base,
+            layout,
+            offsets,
+            lens,
+        }
+    }
+
+    /// Array `index` as atomics of type `T` (`AtomicU32` or `AtomicU64`, matching `array_lens`).
+    fn array<T>(&self, index: usize) -> &[T] {
+        // SAFETY: the offset and length lie inside the allocation (computed together in `new`),
+        // offsets are page aligned, the memory is zero-initialised (a valid atomic integer) and
+        // lives as long as `self`; all access goes through atomics.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.base.as_ptr().add(self.offsets[index]).cast::<T>(),
+                self.lens[index],
+            )
+        }
+    }
+
+    fn req_seq(&self) -> &[AtomicU32] {
+        self.array(0)
+    }
+    fn requests(&self) -> &[AtomicU64] {
+        self.array(1)
+    }
+    fn ack_seq(&self) -> &[AtomicU32] {
+        self.array(2)
+    }
+    fn replies(&self) -> &[AtomicU64] {
+        self.array(3)
+    }
+    fn closed(&self) -> &AtomicU32 {
+        &self.array::<AtomicU32>(4)[0]
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.base.as_ptr(), self.layout) };
+    }
+}
+
+#[cfg(loom)]
+impl Storage {
+    fn new(ports: usize) -> Self {
+        let lens = array_lens(ports);
+        let u32s = |n: usize| (0..n).map(|_| AtomicU32::new(0)).collect();
+        let u64s = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        Self {
+            req_seq: u32s(lens[0]),
+            requests: u64s(lens[1]),
+            ack_seq: u32s(lens[2]),
+            replies: u64s(lens[3]),
+            closed: u32s(lens[4]),
+        }
+    }
+    fn req_seq(&self) -> &[AtomicU32] {
+        &self.req_seq
+    }
+    fn requests(&self) -> &[AtomicU64] {
+        &self.requests
+    }
+    fn ack_seq(&self) -> &[AtomicU32] {
+        &self.ack_seq
+    }
+    fn replies(&self) -> &[AtomicU64] {
+        &self.replies
+    }
+    fn closed(&self) -> &AtomicU32 {
+        &self.closed[0]
+    }
+}
+
+impl Mailbox {
+    /// A mailbox of `ports` idle ports.
+    pub fn new(ports: usize) -> Result<Self, MailboxError> {
+        if ports == 0 || ports > MAX_PORTS {
+            return Err(MailboxError::BadPortCount(ports));
+        }
+        Ok(Self {
+            ports,
+            storage: Storage::new(ports),
+        })
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.ports
+    }
+
+    // ---- host side ------------------------------------------------------------------------
+
+    /// Whether port `port` holds a request not yet answered.
+    #[inline]
+    pub fn pending(&self, port: usize) -> Option<Pending> {
+        let seq = self.storage.req_seq()[port].load(Ordering::Acquire);
+        let ack = self.storage.ack_seq()[port].load(Ordering::Relaxed);
+        (seq != ack).then(|| Pending {
+            seq,
+            in_order: seq == ack.wrapping_add(1),
+        })
+    }
+
+    /// The request on `port` (call after [`Mailbox::pending`] saw it).
+    pub fn read_request(&self, port: usize) -> RequestRecord {
+        let words = &self.storage.requests()[port * REQUEST_WORDS..(port + 1) * REQUEST_WORDS];
+        RequestRecord::from_words(std::array::from_fn(|i| words[i].load(Ordering::Relaxed)))
+    }
+
+    /// Answer request `seq` on `port`: the reply words, then the acknowledgement.
+    pub fn publish_reply(&self, port: usize, seq: u32, reply: &ReplyRecord) {
+        let words = &self.storage.replies()[port * REPLY_WORDS..(port + 1) * REPLY_WORDS];
+        for (slot, word) in words.iter().zip(reply.to_words()) {
+            slot.store(word, Ordering::Relaxed);
+        }
+        self.storage.ack_seq()[port].store(seq, Ordering::Release);
+    }
+
+    /// Tell the device that no request will be served any more.
+    pub fn close(&self) {
+        self.storage.closed().store(1, Ordering::Release);
+    }
+
+    // ---- device side (what the CUDA client does; CPU warps call these) --------------------
+
+    /// Whether the host has closed the mailbox.
+    #[inline]
+    pub fn is_closed(&self) -> bool {
+        self.storage.closed().load(Ordering::Acquire) != 0
+    }
+
+    /// The last acknowledged sequence number of `port`.
+    pub fn acknowledged(&self, port: usize) -> u32 {
+        self.storage.ack_seq()[port].load(Ordering::Acquire)
+    }
+
+    /// Post `request` as number `seq` on `port` (the caller holds the port's lock).
+    pub fn post_request(&self, port: usize, seq: u32, request: &RequestRecord) {
+        let words = &self.storage.requests()[port * REQUEST_WORDS..(port + 1) * REQUEST_WORDS];
+        for (slot, word) in words.iter().zip(request.to_words()) {
+            slot.store(word, Ordering::Relaxed);
+        }
+        self.storage.req_seq()[port].store(seq, Ordering::Release);
+    }
+
+    /// The reply to request `seq` on `port`, once the host has published it.
+    #[inline]
+    pub fn take_reply(&self, port: usize, seq: u32) -> Option<ReplyRecord> {
+        if self.storage.ack_seq()[port].load(Ordering::Acquire) != seq {
+            return None;
+        }
+        let words = &self.storage.replies()[port * REPLY_WORDS..(port + 1) * REPLY_WORDS];
+        Some(ReplyRecord::from_words(std::array::from_fn(|i| {
+            words[i].load(Ordering::Relaxed)
+        })))
+    }
+
+    /// Write a raw sequence number (what a corrupted or misbehaving device would do); for tests
+    /// of the host's handling of bad sequence numbers.
+    pub fn corrupt_sequence(&self, port: usize, seq: u32) {
+        self.storage.req_seq()[port].store(seq, Ordering::Release);
+    }
+}
+
+#[cfg(not(loom))]
+impl Mailbox {
+    /// The one host allocation holding every array: `(address, bytes)`, page aligned, for
+    /// registering with the GPU.
+    pub fn region(&self) -> (usize, usize) {
+        (
+            self.storage.base.as_ptr() as usize,
+            self.storage.layout.size(),
+        )
+    }
+
+    /// Byte offsets in [`Mailbox::region`] of `req_seq`, `requests`, `ack_seq`, `replies` and
+    /// `closed`: the device sees each array at its registered base plus this offset.
+    pub fn offsets(&self) -> [usize; 5] {
+        self.storage.offsets
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::records::Status;
+    use bytemuck::Zeroable;
+
+    #[test]
+    fn port_counts_are_checked() {
+        assert_eq!(Mailbox::new(0).err(), Some(MailboxError::BadPortCount(0)));
+        assert!(Mailbox::new(MAX_PORTS + 1).is_err());
+        assert_eq!(Mailbox::new(3).unwrap().ports(), 3);
+    }
+
+    #[test]
+    fn one_round_trip() {
+        let m = Mailbox::new(4).unwrap();
+        assert_eq!(m.pending(2), None);
+        let mut req = RequestRecord::zeroed();
+        req.op = 1;
+        req.words[5] = 77;
+        m.post_request(2, 1, &req);
+        assert_eq!(
+            m.pending(2),
+            Some(Pending {
+                seq: 1,
+                in_order: true
+            })
+        );
+        assert_eq!(m.read_request(2), req);
+        assert_eq!(m.take_reply(2, 1), None);
+        let reply = ReplyRecord::status(Status::Ok);
+        m.publish_reply(2, 1, &reply);
+        assert_eq!(m.take_reply(2, 1), Some(reply));
+        assert_eq!(m.pending(2), None);
+        m.corrupt_sequence(2, 9);
+        assert_eq!(
+            m.pending(2),
+            Some(Pending {
+                seq: 9,
+                in_order: false
+            })
+        );
+    }
+
+    #[test]
+    fn arrays_sit_on_pages_of_their_own() {
+        let m = Mailbox::new(8).unwrap();
+        let (base, bytes) = m.region();
+        assert_eq!(base % PAGE, 0);
+        let offsets = m.offsets();
+        assert_eq!(offsets, [0, PAGE, 2 * PAGE, 3 * PAGE, 4 * PAGE]);
+        assert_eq!(bytes, 5 * PAGE);
+        let m = Mailbox::new(8192).unwrap();
+        let o = m.offsets();
+        assert!(o.windows(2).all(|w| w[0] < w[1] && w[1] % PAGE == 0));
+        assert!(o[1] - o[0] >= 8192 * 4 && o[2] - o[1] >= 8192 * REQUEST_WORDS * 8);
+        assert!(m.region().1 - o[4] >= 4);
+    }
+}

@@ -1,0 +1,642 @@
+//! The resolver: turns warp requests into chunks and back, against the host structures.
+//!
+//! The arena is `arena_blocks` VABlocks of 2 MiB from `arena_base`. Its first `small_blocks`
+//! blocks are the small space, an `OrTree` of 256 B units; the rest is shared by large chunks
+//! (runs of VABlocks in the arena `OrTree`) and portion VABlocks (taken by the `PortionPool` on
+//! demand, given back when empty).
+//!
+//! Every live chunk is recorded by its base address with the handles its lanes were given, so a
+//! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
+//! freed; one whose object was freed, or whose address now holds a newer object (its 3-bit
+//! generation differs), is a double free; one that points inside a chunk but not at a lane's start
+//! is an interior pointer; anything else is invalid. Generations count per object address
+//! ([`Generations`]), so a stale handle passes for a live one only after 127 new objects started
+//! at its exact address (documented limit). An address in no live chunk at which an object once
+//! started is a double free; any other is invalid.
+//!
+//! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
+//! back to the structures, so a just-freed address is not handed out again at once. Under heavy
+//! churn leftmost-first reuse would otherwise give one address 8 new objects within the time a
+//! warp takes to send a stale free (seen on the GPU with 131 072 threads), and the generation
+//! would wrap. An allocation that finds no room drains the quarantine and tries again, so the
+//! quarantine never causes an out-of-memory.
+//!
+//! Invariants ([`Resolver::check_invariants`]): the structures' own invariants; live chunks do not
+//! or quarantined chunk overlap and each one's units are allocated in its structure; the
+//! structures hold exactly the live and quarantined chunks (plus the small space's blocks in the
+//! arena); every live chunk has a live lane.
+
+use std::collections::VecDeque;
+
+use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
+use thiserror::Error;
+use translator::{
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SMALL_UNIT_BYTES, SizeClass,
+    SlotOrder, WARP_LANES, lane_handles,
+};
+
+use crate::chunks::{ChunkTable, Extent};
+use crate::generations::Generations;
+use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+
+/// The default small space is at most this many VABlocks (1 GiB): small chunks are at most
+/// 64 KiB, and its generation table costs a byte per 16 bytes.
+const MAX_DEFAULT_SMALL_BLOCKS: usize = 512;
+
+/// How the resolver is set up.
+#[derive(Clone, Debug)]
+pub struct ResolverConfig {
+    /// Address of the arena's first byte (2 MiB aligned, not 0).
+    pub arena_base: u64,
+    /// VABlocks in the arena.
+    pub arena_blocks: usize,
+    /// VABlocks at the arena's start given to the small space.
+    pub small_blocks: usize,
+    /// Class thresholds and per-lane limit.
+    pub geometry: GeometryConfig,
+    /// Slot order of arranged chunks.
+    pub order: SlotOrder,
+    /// Most freed chunks held back from reuse (0: reuse at once).
+    pub quarantine_chunks: usize,
+    /// Most bytes held back from reuse.
+    pub quarantine_bytes: u64,
+}
+
+impl ResolverConfig {
+    /// An arena at `arena_base` of `arena_blocks` VABlocks, a sixteenth of them for the small
+    /// space (at least one VABlock, at most 1 GiB), default thresholds, the pattern slot order.
+    pub fn new(arena_base: u64, arena_blocks: usize) -> Self {
+        Self {
+            arena_base,
+            arena_blocks,
+            small_blocks: (arena_blocks / 16).clamp(1, MAX_DEFAULT_SMALL_BLOCKS),
+            geometry: GeometryConfig::default(),
+            order: SlotOrder::Pattern,
+            quarantine_chunks: 1024,
+            quarantine_bytes: (arena_blocks as u64 * VABLOCK_BYTES / 64).max(8 << 20),
+        }
+    }
+}
+
+/// Why a resolver could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ResolverError {
+    /// The configuration is inconsistent.
+    #[error("bad resolver configuration: {0}")]
+    BadConfig(&'static str),
+}
+
+/// Where a chunk's memory came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Small { unit: usize, units: usize },
+    Portion { block: usize, leaf: u32 },
+    Large { block: usize, blocks: usize },
+}
+
+#[derive(Clone, Debug)]
+struct LiveChunk {
+    base: u64,
+    bytes: u64,
+    place: Place,
+    /// Lanes still holding their object.
+    live: u32,
+    /// What each lane was given (null for lanes that asked 0).
+    handles: [Handle; WARP_LANES],
+}
+
+impl Extent for LiveChunk {
+    fn base(&self) -> u64 {
+        self.base
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Counters kept by the resolver (host-side and device requests alike).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResolverCounters {
+    /// Requests by [`Status`] code.
+    pub by_status: [u64; 8],
+    /// Per-lane free outcomes by [`LaneStatus`] code.
+    pub by_lane_status: [u64; 4],
+    /// Chunks allocated, by class (small, portion, large).
+    pub chunks_by_class: [u64; 3],
+    /// Bytes asked for by lanes, by class.
+    pub bytes_by_class: [u64; 3],
+    /// Lane objects freed.
+    pub lanes_freed: u64,
+}
+
+/// A successful allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    /// The chunk's geometry (`None` when every lane asked 0: no chunk).
+    pub geometry: Option<Geometry>,
+    /// The chunk's first byte (0 without a chunk).
+    pub chunk_base: u64,
+    /// Each lane's generation (0 for lanes without an object).
+    pub generations: [u8; WARP_LANES],
+    /// Each lane's handle (null for lanes that asked 0).
+    pub handles: [Handle; WARP_LANES],
+}
+
+/// The allocator state behind the service thread.
+pub struct Resolver {
+    config: ResolverConfig,
+    arena: OrTree,
+    small: OrTree,
+    pool: PortionPool,
+    chunks: ChunkTable<LiveChunk>,
+    /// Freed chunks not yet given back: (base, bytes, place), oldest first.
+    quarantine: VecDeque<(u64, u64, Place)>,
+    quarantined_bytes: u64,
+    generations: Generations,
+    counters: ResolverCounters,
+}
+
+fn out_of_memory(e: &OrTreeError) -> bool {
+    matches!(
+        e,
+        OrTreeError::NoSpace { .. } | OrTreeError::RunTooLong { .. }
+    )
+}
+
+impl Resolver {
+    /// A resolver with every byte of the arena free.
+    pub fn new(config: ResolverConfig) -> Result<Self, ResolverError> {
+        let bad = |why| Err(ResolverError::BadConfig(why));
+        if config.arena_base == 0 || !config.arena_base.is_multiple_of(VABLOCK_BYTES) {
+            return bad("the arena base must be a non-zero multiple of 2 MiB");
+        }
+        if config.arena_blocks < 2 || config.small_blocks == 0 {
+            return bad("the arena needs at least 2 VABlocks and the small space at least 1");
+        }
+        if config.small_blocks >= config.arena_blocks {
+            return bad("the small space must leave VABlocks for portion and large chunks");
+        }
+        let end = config.arena_blocks as u64 * VABLOCK_BYTES + config.arena_base;
+        if end > 1 << translator::ADDRESS_BITS {
+            return bad("the arena must end below 2^48");
+        }
+        let mut arena = OrTree::new(config.arena_blocks).expect("at least 2 blocks");
+        arena
+            .alloc_at(0, config.small_blocks)
+            .expect("a fresh arena is free");
+        let small_units = config.small_blocks * (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
+        Ok(Self {
+            small: OrTree::new(small_units).expect("at least one block"),
+            generations: Generations::new(
+                config.arena_base,
+                config.small_blocks as u64 * VABLOCK_BYTES,
+                config.arena_blocks as u64 * VABLOCK_BYTES,
+            ),
+            arena,
+            pool: PortionPool::new(),
+            chunks: ChunkTable::new(
+                config.arena_base,
+                config.small_blocks as u64 * VABLOCK_BYTES,
+                config.arena_blocks as u64 * VABLOCK_BYTES,
+            ),
+            quarantine: VecDeque::new(),
+            quarantined_bytes: 0,
+            counters: ResolverCounters::default(),
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ResolverConfig {
+        &self.config
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &ResolverCounters {
+        &self.counters
+    }
+
+    /// Live chunks.
+    pub fn live_chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Freed chunks waiting in the quarantine.
+    pub fn quarantined_chunks(&self) -> usize {
+        self.quarantine.len()
+    }
+
+    /// Give every quarantined chunk back to its structure now.
+    pub fn drain_quarantine(&mut self) {
+        while let Some((base, bytes, place)) = self.quarantine.pop_front() {
+            self.quarantined_bytes -= bytes;
+            self.return_place(base, place);
+        }
+    }
+
+    /// Whether nothing is allocated or quarantined (only the small space's reservation in the
+    /// arena).
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+            && self.quarantine.is_empty()
+            && self.small.allocated_count() == 0
+            && self.pool.block_count() == 0
+            && self.arena.allocated_count() == self.config.small_blocks
+    }
+
+    /// Answer one request. Never panics on any request content.
+    pub fn resolve(&mut self, request: &RequestRecord) -> ReplyRecord {
+        let reply = self.resolve_inner(request);
+        self.counters.by_status[reply.status as usize] += 1;
+        if reply.status != Status::Ok as u32 {
+            // Per request at debug level: a kernel with a bug can send millions; the service
+            // thread warns with a summary instead.
+            tracing::debug!(
+                warp = request.warp,
+                op = request.op,
+                status = ?Status::from_code(reply.status),
+                failed_lanes = format_args!("{:#010x}", reply.failed_lanes),
+                "request not (fully) served"
+            );
+        }
+        reply
+    }
+
+    fn resolve_inner(&mut self, request: &RequestRecord) -> ReplyRecord {
+        let Some(op) = Op::from_code(request.op) else {
+            return ReplyRecord::status(Status::UnknownOp);
+        };
+        if request.lane_mask == 0 {
+            return ReplyRecord::status(Status::EmptyMask);
+        }
+        let words: [u64; WARP_LANES] = std::array::from_fn(|lane| {
+            if request.lane_mask >> lane & 1 == 1 {
+                request.words[lane]
+            } else {
+                0
+            }
+        });
+        match op {
+            Op::Alloc | Op::AllocContiguous => {
+                let arrangement = if op == Op::Alloc {
+                    Arrangement::Arranged(self.config.order)
+                } else {
+                    Arrangement::Contiguous
+                };
+                match self.alloc(&words, arrangement) {
+                    Ok(a) => {
+                        let mut reply = ReplyRecord::status(Status::Ok);
+                        if let Some(g) = a.geometry {
+                            reply.size_class = g.class as u32;
+                            reply.tile_log2 = g.tile_log2;
+                            reply.lane_span = g.lane_span;
+                        }
+                        reply.layout = match arrangement {
+                            Arrangement::Arranged(order) => order.code(),
+                            Arrangement::Contiguous => CONTIGUOUS_LAYOUT,
+                        };
+                        reply.chunk_base = a.chunk_base;
+                        reply.lane_status = a.generations;
+                        reply
+                    }
+                    Err(status) => ReplyRecord::status(status),
+                }
+            }
+            Op::Free => {
+                let mut reply = ReplyRecord::status(Status::Ok);
+                for (lane, outcome) in self.free_lanes(&words.map(Handle)).into_iter().enumerate() {
+                    reply.lane_status[lane] = outcome as u8;
+                    if outcome != LaneStatus::Ok {
+                        reply.failed_lanes |= 1 << lane;
+                        reply.status = Status::Partial as u32;
+                    }
+                }
+                reply
+            }
+        }
+    }
+
+    /// Allocate a chunk for these lane sizes (0 = no object) and lay it out as `arrangement`.
+    /// `Err` is `SizeOverLimit` or `OutOfMemory`, and then nothing was allocated.
+    pub fn alloc(
+        &mut self,
+        sizes: &[u64; WARP_LANES],
+        arrangement: Arrangement,
+    ) -> Result<Allocation, Status> {
+        let geometry = match Geometry::of(sizes, &self.config.geometry) {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                return Ok(Allocation {
+                    geometry: None,
+                    chunk_base: 0,
+                    generations: [0; WARP_LANES],
+                    handles: [Handle::NULL; WARP_LANES],
+                });
+            }
+            Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
+            Err(e) => unreachable!("geometry fails only over the limit: {e}"),
+        };
+        let (place, base) = match self.place(&geometry) {
+            Err(Status::OutOfMemory) if !self.quarantine.is_empty() => {
+                self.drain_quarantine();
+                self.place(&geometry)?
+            }
+            other => other?,
+        };
+        let unstamped = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
+            .expect("arena addresses fit handles");
+        let mut generations = [0u8; WARP_LANES];
+        let mut handles = unstamped;
+        for lane in 0..WARP_LANES {
+            if !unstamped[lane].is_null() {
+                generations[lane] = self.generations.next(unstamped[lane].address());
+                handles[lane] = unstamped[lane].with_generation(generations[lane]);
+            }
+        }
+        let live = sizes
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (lane, &s)| if s > 0 { m | 1 << lane } else { m });
+        let class = geometry.class as usize;
+        self.counters.chunks_by_class[class] += 1;
+        self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
+        tracing::trace!(
+            base = format_args!("{base:#x}"),
+            bytes = geometry.chunk_bytes,
+            handles = ?handles.iter().map(|h| format!("{:#x}", h.0)).collect::<Vec<_>>(),
+            "chunk"
+        );
+        self.chunks.insert(LiveChunk {
+            base,
+            bytes: geometry.chunk_bytes,
+            place,
+            live,
+            handles,
+        });
+        Ok(Allocation {
+            geometry: Some(geometry),
+            chunk_base: base,
+            generations,
+            handles,
+        })
+    }
+
+    /// Find memory for a chunk of `geometry` in the structure of its class.
+    fn place(&mut self, geometry: &Geometry) -> Result<(Place, u64), Status> {
+        let cfg = &self.config;
+        match geometry.class {
+            SizeClass::Small => {
+                let units = geometry.units as usize;
+                match self.small.alloc_run(units, 1) {
+                    Ok(unit) => Ok((
+                        Place::Small { unit, units },
+                        cfg.arena_base + unit as u64 * SMALL_UNIT_BYTES,
+                    )),
+                    Err(e) if out_of_memory(&e) => Err(Status::OutOfMemory),
+                    Err(e) => unreachable!("small run request is valid: {e}"),
+                }
+            }
+            SizeClass::Portion => {
+                match self.pool.alloc(&mut self.arena, geometry.warptree_log2()) {
+                    Ok(w) => Ok((
+                        Place::Portion {
+                            block: w.block,
+                            leaf: w.first_leaf,
+                        },
+                        cfg.arena_base + w.arena_offset(),
+                    )),
+                    Err(PortionError::ArenaFull) => Err(Status::OutOfMemory),
+                    Err(e) => unreachable!("warptree request is valid: {e}"),
+                }
+            }
+            SizeClass::Large => {
+                let blocks = usize::try_from(geometry.units).unwrap_or(usize::MAX);
+                if blocks > self.arena.len() {
+                    return Err(Status::OutOfMemory);
+                }
+                match self.arena.alloc_run(blocks, 1) {
+                    Ok(block) => Ok((
+                        Place::Large { block, blocks },
+                        cfg.arena_base + block as u64 * VABLOCK_BYTES,
+                    )),
+                    Err(e) if out_of_memory(&e) => Err(Status::OutOfMemory),
+                    Err(e) => unreachable!("large run request is valid: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Free one lane's object. A null handle is a no-op (`Ok`).
+    pub fn free(&mut self, handle: Handle) -> LaneStatus {
+        let mut handles = [Handle::NULL; WARP_LANES];
+        handles[0] = handle;
+        self.free_lanes(&handles)[0]
+    }
+
+    /// Free each lane's object. The lanes of a warp nearly always free objects of one or two
+    /// chunks, so one ordered lookup serves every lane whose address falls in the chunk found; a
+    /// chunk whose last lane is freed is released after all its lanes were judged.
+    pub fn free_lanes(&mut self, handles: &[Handle; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
+        let mut outcomes = [LaneStatus::Ok; WARP_LANES];
+        let mut pending: u32 = handles
+            .iter()
+            .enumerate()
+            .fold(0, |m, (l, h)| if h.is_null() { m } else { m | 1 << l });
+        while pending != 0 {
+            let first = pending.trailing_zeros() as usize;
+            let address = handles[first].address();
+            let Some(chunk) = self.chunks.find_mut(address) else {
+                outcomes[first] = self.classify_dead(address);
+                pending &= !(1 << first);
+                continue;
+            };
+            let (base, end) = (chunk.base, chunk.base + chunk.bytes);
+            let mut lanes = pending;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                if (base..end).contains(&handles[lane].address()) {
+                    outcomes[lane] = Self::judge(chunk, handles[lane]);
+                    pending &= !(1 << lane);
+                }
+            }
+            if chunk.live == 0 {
+                self.release(base);
+            }
+        }
+        for (handle, outcome) in handles.iter().zip(&outcomes) {
+            if handle.is_null() {
+                continue;
+            }
+            tracing::trace!(
+                handle = format_args!("{:#x}", handle.0),
+                ?outcome,
+                "lane free"
+            );
+            self.counters.by_lane_status[*outcome as usize] += 1;
+            if *outcome == LaneStatus::Ok {
+                self.counters.lanes_freed += 1;
+            }
+        }
+        outcomes
+    }
+
+    /// The outcome of freeing `handle`, whose address lies in `chunk`; clears its live bit if Ok.
+    fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
+        let address = handle.address();
+        let lane = handle.lane() as usize;
+        let expected = chunk.handles[lane];
+        if handle == expected {
+            if chunk.live >> lane & 1 == 0 {
+                return LaneStatus::DoubleFree;
+            }
+            chunk.live &= !(1 << lane);
+            return LaneStatus::Ok;
+        }
+        if !expected.is_null() && address == expected.address() {
+            // Same object start, other bits differ: an older generation is a stale handle.
+            return if handle.with_generation(expected.generation()) == expected {
+                LaneStatus::DoubleFree
+            } else {
+                LaneStatus::InvalidHandle
+            };
+        }
+        if chunk
+            .handles
+            .iter()
+            .any(|h| !h.is_null() && h.address() == address)
+        {
+            LaneStatus::InvalidHandle // another lane's object start under a forged lane field
+        } else {
+            LaneStatus::InteriorPointer
+        }
+    }
+
+    /// An address in no live chunk: a double free if an object once started there.
+    fn classify_dead(&self, address: u64) -> LaneStatus {
+        if self.generations.seen(address) {
+            LaneStatus::DoubleFree
+        } else {
+            LaneStatus::InvalidHandle
+        }
+    }
+
+    /// A chunk has no live lane: quarantine its place; the oldest quarantined places beyond the
+    /// bounds go back to their structures.
+    fn release(&mut self, base: u64) {
+        let chunk = self.chunks.remove(base).expect("released chunks are live");
+        self.quarantine.push_back((base, chunk.bytes, chunk.place));
+        self.quarantined_bytes += chunk.bytes;
+        while self.quarantine.len() > self.config.quarantine_chunks
+            || self.quarantined_bytes > self.config.quarantine_bytes
+        {
+            let Some((base, bytes, place)) = self.quarantine.pop_front() else {
+                break;
+            };
+            self.quarantined_bytes -= bytes;
+            self.return_place(base, place);
+        }
+    }
+
+    /// Give a chunk's place back to its structure.
+    fn return_place(&mut self, base: u64, place: Place) {
+        let result = match place {
+            Place::Small { unit, units } => {
+                self.small.free_run(unit, units).map_err(PortionError::from)
+            }
+            Place::Portion { block, leaf } => {
+                self.pool.free(&mut self.arena, block, leaf).map(|_| ())
+            }
+            Place::Large { block, blocks } => self
+                .arena
+                .free_run(block, blocks)
+                .map_err(PortionError::from),
+        };
+        if let Err(e) = result {
+            // Only a bug gets here: the structures disagree with the chunk table.
+            tracing::error!(base, ?place, error = %e, "structures refused a release");
+            debug_assert!(false, "structures refused a release: {e}");
+        }
+    }
+
+    /// Verify the invariants listed in the module docs.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.arena.check_invariants().map_err(|e| e.to_string())?;
+        self.small.check_invariants().map_err(|e| e.to_string())?;
+        self.pool
+            .check_invariants(&self.arena)
+            .map_err(|e| e.to_string())?;
+        if let Some(c) = self.chunks.iter().find(|c| c.live == 0) {
+            return Err(format!(
+                "chunk at {:#x} has no live lane but was kept",
+                c.base
+            ));
+        }
+        let quarantined: u64 = self.quarantine.iter().map(|q| q.1).sum();
+        if quarantined != self.quarantined_bytes {
+            return Err(format!(
+                "quarantine holds {quarantined} bytes, counted {}",
+                self.quarantined_bytes
+            ));
+        }
+        let mut held: Vec<(u64, u64, Place)> = self
+            .chunks
+            .iter()
+            .map(|c| (c.base, c.bytes, c.place))
+            .chain(self.quarantine.iter().copied())
+            .collect();
+        held.sort_unstable_by_key(|h| h.0);
+        let mut end = 0u64;
+        let (mut small_units, mut large_blocks, mut portions) = (0usize, 0usize, 0usize);
+        for (base, bytes, place) in held {
+            if base < end {
+                return Err(format!("chunk at {base:#x} overlaps the one before"));
+            }
+            end = base + bytes;
+            let allocated = match place {
+                Place::Small { unit, units } => {
+                    small_units += units;
+                    (unit..unit + units).all(|u| self.small.is_free(u) == Ok(false))
+                }
+                Place::Large { block, blocks } => {
+                    large_blocks += blocks;
+                    (block..block + blocks).all(|b| self.arena.is_free(b) == Ok(false))
+                }
+                Place::Portion { block, leaf } => {
+                    portions += 1;
+                    self.pool
+                        .block(block)
+                        .is_some_and(|t| t.warptrees().iter().any(|&(l, _)| l == leaf))
+                }
+            };
+            if !allocated {
+                return Err(format!(
+                    "chunk at {base:#x} ({place:?}) is not allocated in its structure"
+                ));
+            }
+        }
+        if small_units != self.small.allocated_count() {
+            return Err(format!(
+                "small space: {} units allocated, chunks hold {small_units}",
+                self.small.allocated_count()
+            ));
+        }
+        let pool_warptrees: usize = (0..self.config.arena_blocks)
+            .filter_map(|b| self.pool.block(b))
+            .map(|t| t.warptrees().len())
+            .sum();
+        if pool_warptrees != portions {
+            return Err(format!(
+                "pool holds {pool_warptrees} warptrees, chunks {portions}"
+            ));
+        }
+        let arena_used = self.config.small_blocks + large_blocks + self.pool.block_count();
+        if arena_used != self.arena.allocated_count() {
+            return Err(format!(
+                "arena: {} blocks allocated, accounted {arena_used}",
+                self.arena.allocated_count()
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,313 @@
+//! The service thread: sweeps the mailbox, batches pending requests, resolves them and answers.
+//!
+//! One plain OS thread (never an async task) busy-polls with backoff. Each sweep collects at most
+//! `max_batch` pending ports, starting where the last sweep stopped so no port starves. A batch is
+//! served in this order: requests with a bad sequence number are answered `BadSequence` (and the
+//! port resynchronised); frees, so their memory is reusable at once; allocations, grouped by size
+//! class; then every reply is written and acknowledged. Stopping closes the mailbox first, then
+//! answers whatever is still pending with `Shutdown`, so no waiting warp hangs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use translator::{Geometry, WARP_LANES};
+
+use crate::mailbox::Mailbox;
+use crate::records::{Op, ReplyRecord, RequestRecord, Status};
+use crate::resolver::Resolver;
+use crate::stats::ServiceStats;
+
+/// How the service thread polls.
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// Most requests served in one batch.
+    pub max_batch: usize,
+    /// Empty sweeps spent spinning before the thread starts yielding and sleeping.
+    pub spin_sweeps: u32,
+    /// Longest sleep between empty sweeps.
+    pub max_sleep: Duration,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 1024,
+            spin_sweeps: 64,
+            max_sleep: Duration::from_micros(50),
+        }
+    }
+}
+
+/// One pending request taken from a port.
+#[derive(Clone, Copy, Debug)]
+struct Taken {
+    port: usize,
+    seq: u32,
+    in_order: bool,
+    request: RequestRecord,
+}
+
+/// Sweeps and serves; owns the batch buffers so a sweep allocates nothing.
+pub struct Server {
+    mailbox: Arc<Mailbox>,
+    resolver: Arc<Mutex<Resolver>>,
+    stats: Arc<ServiceStats>,
+    max_batch: usize,
+    next_port: usize,
+    batch: Vec<Taken>,
+    order: Vec<(u32, usize)>,
+    replies: Vec<ReplyRecord>,
+    errors: ErrorDigest,
+}
+
+/// Requests that were not (fully) served since the last warning, by status.
+struct ErrorDigest {
+    since: Instant,
+    by_status: [u64; 8],
+}
+
+impl ErrorDigest {
+    /// Seconds between two warnings.
+    const PERIOD: Duration = Duration::from_secs(1);
+
+    fn count(&mut self, reply: &ReplyRecord) {
+        if reply.status != Status::Ok as u32 {
+            self.by_status[(reply.status as usize).min(7)] += 1;
+        }
+    }
+
+    /// Warn once a period with what failed, so a storm of bad requests cannot flood the log.
+    fn flush(&mut self, force: bool) {
+        if self.by_status.iter().all(|&n| n == 0)
+            || !(force || self.since.elapsed() >= Self::PERIOD)
+        {
+            return;
+        }
+        let summary: Vec<String> = Status::ALL
+            .iter()
+            .filter(|s| self.by_status[**s as usize] > 0)
+            .map(|s| format!("{s:?}: {}", self.by_status[*s as usize]))
+            .collect();
+        tracing::warn!(
+            seconds = self.since.elapsed().as_secs_f32(),
+            "requests not (fully) served: {}",
+            summary.join(", ")
+        );
+        self.by_status = [0; 8];
+        self.since = Instant::now();
+    }
+}
+
+/// The order of a request within a batch: frees first, then allocations by class.
+fn batch_rank(request: &RequestRecord, resolver: &Resolver) -> u32 {
+    match Op::from_code(request.op) {
+        Some(Op::Free) => 0,
+        Some(Op::Alloc | Op::AllocContiguous) => {
+            let sizes: [u64; WARP_LANES] = std::array::from_fn(|lane| {
+                if request.lane_mask >> lane & 1 == 1 {
+                    request.words[lane]
+                } else {
+                    0
+                }
+            });
+            match Geometry::of(&sizes, &resolver.config().geometry) {
+                Ok(Some(g)) => 1 + g.class as u32,
+                _ => 4,
+            }
+        }
+        None => 5,
+    }
+}
+
+impl Server {
+    /// A server over `mailbox` resolving against `resolver`.
+    pub fn new(
+        mailbox: Arc<Mailbox>,
+        resolver: Arc<Mutex<Resolver>>,
+        stats: Arc<ServiceStats>,
+        max_batch: usize,
+    ) -> Self {
+        let max_batch = max_batch.clamp(1, mailbox.ports());
+        Self {
+            mailbox,
+            resolver,
+            stats,
+            max_batch,
+            next_port: 0,
+            batch: Vec::with_capacity(max_batch),
+            order: Vec::with_capacity(max_batch),
+            replies: Vec::with_capacity(max_batch),
+            errors: ErrorDigest {
+                since: Instant::now(),
+                by_status: [0; 8],
+            },
+        }
+    }
+
+    /// Collect up to `max_batch` pending requests, starting after the last port served.
+    fn collect(&mut self) {
+        self.batch.clear();
+        let ports = self.mailbox.ports();
+        for i in 0..ports {
+            let port = (self.next_port + i) % ports;
+            if let Some(p) = self.mailbox.pending(port) {
+                self.batch.push(Taken {
+                    port,
+                    seq: p.seq,
+                    in_order: p.in_order,
+                    request: self.mailbox.read_request(port),
+                });
+                if self.batch.len() == self.max_batch {
+                    self.next_port = (port + 1) % ports;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One sweep: serve what is pending. Returns the number of requests answered.
+    pub fn serve_once(&mut self) -> usize {
+        self.collect();
+        if self.batch.is_empty() {
+            return 0;
+        }
+        let started = Instant::now();
+        let span = tracing::debug_span!("batch", size = self.batch.len()).entered();
+        self.replies.clear();
+        self.replies
+            .resize(self.batch.len(), ReplyRecord::status(Status::Ok));
+        {
+            let mut resolver = self.resolver.lock();
+            self.order.clear();
+            for (i, taken) in self.batch.iter().enumerate() {
+                if taken.in_order {
+                    self.order.push((batch_rank(&taken.request, &resolver), i));
+                } else {
+                    tracing::warn!(
+                        port = taken.port,
+                        seq = taken.seq,
+                        "skipped sequence number: port resynchronised"
+                    );
+                    self.replies[i] = ReplyRecord::status(Status::BadSequence);
+                }
+            }
+            self.order.sort_unstable();
+            for &(_, i) in &self.order {
+                self.replies[i] = resolver.resolve(&self.batch[i].request);
+            }
+        }
+        for (taken, reply) in self.batch.iter().zip(&self.replies) {
+            self.mailbox.publish_reply(taken.port, taken.seq, reply);
+            self.errors.count(reply);
+        }
+        self.errors.flush(false);
+        let served = self.batch.len();
+        drop(span);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .requests
+            .fetch_add(served as u64, Ordering::Relaxed);
+        self.stats.batch_sizes.record(served as u64);
+        self.stats
+            .batch_nanos
+            .record(started.elapsed().as_nanos() as u64);
+        served
+    }
+
+    /// Close the mailbox and answer everything still pending with `Shutdown`.
+    pub fn shut_down(&mut self) -> usize {
+        self.errors.flush(true);
+        self.mailbox.close();
+        let mut answered = 0;
+        for port in 0..self.mailbox.ports() {
+            if let Some(p) = self.mailbox.pending(port) {
+                self.mailbox
+                    .publish_reply(port, p.seq, &ReplyRecord::status(Status::Shutdown));
+                answered += 1;
+            }
+        }
+        if answered > 0 {
+            tracing::info!(answered, "pending requests answered with Shutdown");
+        }
+        answered
+    }
+}
+
+/// A running service thread.
+pub struct Service {
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServiceStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Service {
+    /// Start the service thread.
+    pub fn start(
+        mailbox: Arc<Mailbox>,
+        resolver: Arc<Mutex<Resolver>>,
+        config: ServiceConfig,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(ServiceStats::default());
+        let mut server = Server::new(mailbox, resolver, stats.clone(), config.max_batch);
+        let stop_flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("alignmalloc-service".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !stop_flag.load(Ordering::Acquire) {
+                    if server.serve_once() > 0 {
+                        idle = 0;
+                        continue;
+                    }
+                    idle = idle.saturating_add(1);
+                    if idle <= config.spin_sweeps {
+                        std::hint::spin_loop();
+                    } else if idle <= 2 * config.spin_sweeps {
+                        std::thread::yield_now();
+                    } else {
+                        let exp = (idle - 2 * config.spin_sweeps).min(16);
+                        let sleep = Duration::from_micros(1 << exp.min(10)).min(config.max_sleep);
+                        std::thread::sleep(sleep);
+                    }
+                }
+                // Serve what arrived before the stop, then turn the rest away.
+                while server.serve_once() > 0 {}
+                server.shut_down();
+            })?;
+        Ok(Self {
+            stop,
+            stats,
+            thread: Some(thread),
+        })
+    }
+
+    /// The live statistics.
+    pub fn stats(&self) -> &Arc<ServiceStats> {
+        &self.stats
+    }
+
+    /// Stop the thread: serve what is pending, close the mailbox, answer late requests with
+    /// `Shutdown`, and wait for it.
+    pub fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the service thread panicked");
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}

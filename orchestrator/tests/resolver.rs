@@ -1,0 +1,490 @@
+//! The resolver against a reference of what was handed out: random allocations of every class in
+//! both layouts, and frees that are valid, double, stale, foreign, interior or forged. After every
+//! step the resolver's invariants hold and no two live lane objects share a byte; at the end,
+//! after freeing everything, the structures are empty.
+
+use std::collections::BTreeMap;
+
+use bytemuck::Zeroable;
+use orchestrator::records::CONTIGUOUS_LAYOUT;
+use orchestrator::{LaneStatus, Op, ReplyRecord, RequestRecord, Resolver, ResolverConfig, Status};
+use proptest::prelude::*;
+use translator::{Arrangement, Handle, HandleKind, SlotOrder};
+
+const BASE: u64 = 1 << 40;
+const BLOCKS: usize = 48;
+
+fn resolver() -> Resolver {
+    let mut config = ResolverConfig::new(BASE, BLOCKS);
+    config.small_blocks = 2;
+    Resolver::new(config).unwrap()
+}
+
+/// A resolver that reuses freed places at once, to test generations on exact reuse.
+fn resolver_without_quarantine() -> Resolver {
+    let mut config = ResolverConfig::new(BASE, BLOCKS);
+    config.small_blocks = 2;
+    config.quarantine_chunks = 0;
+    Resolver::new(config).unwrap()
+}
+
+/// The byte ranges of one lane object of `size` bytes behind `h`.
+fn ranges(h: Handle, size: u64) -> Vec<(u64, u64)> {
+    match h.kind() {
+        HandleKind::Arranged => {
+            let tile = 1u64 << h.tile_log2();
+            (0..size.div_ceil(tile))
+                .map(|k| {
+                    let start = h.translate(k * tile);
+                    (start, start + tile.min(size - k * tile))
+                })
+                .collect()
+        }
+        _ => vec![(h.address(), h.address() + size)],
+    }
+}
+
+/// Live lane objects by start address -> (end, owner id), to find overlaps.
+#[derive(Default)]
+struct Occupancy(BTreeMap<u64, (u64, u64)>);
+
+impl Occupancy {
+    fn insert(&mut self, owner: u64, start: u64, end: u64) -> Result<(), TestCaseError> {
+        if let Some((&s, &(e, o))) = self.0.range(..end).next_back() {
+            prop_assert!(
+                e <= start || s >= end,
+                "objects {o} and {owner} overlap at {start:#x}"
+            );
+        }
+        self.0.insert(start, (end, owner));
+        Ok(())
+    }
+
+    fn remove(&mut self, start: u64) {
+        self.0.remove(&start);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Alloc {
+        class: u8,
+        mask: u32,
+        seed: u64,
+        contiguous: bool,
+    },
+    Free {
+        pick: usize,
+    },
+    DoubleFree {
+        pick: usize,
+    },
+    Interior {
+        pick: usize,
+        delta: u64,
+    },
+    Foreign {
+        address: u64,
+    },
+    ForgeLane {
+        pick: usize,
+        lane: u32,
+    },
+    BadRequest {
+        op: u32,
+        mask: u32,
+    },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0u8..4, any::<u32>(), any::<u64>(), any::<bool>())
+            .prop_map(|(class, mask, seed, contiguous)| Step::Alloc { class, mask, seed, contiguous }),
+        6 => any::<usize>().prop_map(|pick| Step::Free { pick }),
+        1 => any::<usize>().prop_map(|pick| Step::DoubleFree { pick }),
+        1 => (any::<usize>(), 1u64..5000).prop_map(|(pick, delta)| Step::Interior { pick, delta }),
+        1 => any::<u64>().prop_map(|address| Step::Foreign { address }),
+        1 => (any::<usize>(), 0u32..32).prop_map(|(pick, lane)| Step::ForgeLane { pick, lane }),
+        1 => (any::<u32>(), prop_oneof![Just(0u32), any::<u32>()]).prop_map(|(op, mask)| Step::BadRequest { op, mask }),
+    ]
+}
+
+/// Lane sizes of a class: 0 small, 1 portion, 2 large, 3 over the per-lane limit on one lane.
+fn sizes_for(class: u8, mask: u32, seed: u64) -> [u64; 32] {
+    let mut x = seed | 1;
+    std::array::from_fn(|lane| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if mask >> lane & 1 == 0 || x.is_multiple_of(7) {
+            return 0;
+        }
+        match class {
+            0 => 1 + x % 2048,
+            1 => 2049 + x % (30 << 10),
+            2 => (32 << 10) + 1 + x % (200 << 10),
+            _ if lane == 5 => (4 << 30) + 1,
+            _ => 1 + x % 100,
+        }
+    })
+}
+
+fn alloc_request(op: Op, mask: u32, sizes: [u64; 32]) -> RequestRecord {
+    RequestRecord {
+        op: op as u32,
+        lane_mask: mask,
+        warp: 7,
+        reserved: 0,
+        words: sizes,
+    }
+}
+
+fn free_one(r: &mut Resolver, lane: u32, h: Handle) -> LaneStatus {
+    let mut words = [0u64; 32];
+    words[lane as usize] = h.0;
+    let reply = r.resolve(&RequestRecord {
+        op: Op::Free as u32,
+        lane_mask: 1 << lane,
+        warp: 1,
+        reserved: 0,
+        words,
+    });
+    LaneStatus::from_code(reply.lane_status[lane as usize]).unwrap()
+}
+
+fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let mut r = resolver();
+    let mut occupied = Occupancy::default();
+    // Live lane objects: (handle, size), and freed ones (for double frees).
+    let mut live: Vec<(Handle, u64)> = Vec::new();
+    let mut freed: Vec<Handle> = Vec::new();
+    let mut next_owner = 0u64;
+    for step in steps {
+        match step {
+            Step::Alloc {
+                class,
+                mask,
+                seed,
+                contiguous,
+            } => {
+                let sizes = sizes_for(class, mask, seed);
+                let op = if contiguous {
+                    Op::AllocContiguous
+                } else {
+                    Op::Alloc
+                };
+                let reply = r.resolve(&alloc_request(op, mask, sizes));
+                let masked: [u64; 32] =
+                    std::array::from_fn(|l| if mask >> l & 1 == 1 { sizes[l] } else { 0 });
+                match Status::from_code(reply.status) {
+                    Some(Status::Ok) => {
+                        let handles = orchestrator::cpu::handles_from_reply(&reply, &masked);
+                        prop_assert_eq!(reply.layout == CONTIGUOUS_LAYOUT, contiguous);
+                        for lane in 0..32 {
+                            prop_assert_eq!(handles[lane].is_null(), masked[lane] == 0);
+                            if masked[lane] > 0 {
+                                next_owner += 1;
+                                for (s, e) in ranges(handles[lane], masked[lane]) {
+                                    prop_assert!(
+                                        s >= BASE && e <= BASE + BLOCKS as u64 * (2 << 20)
+                                    );
+                                    occupied.insert(next_owner, s, e)?;
+                                }
+                                live.push((handles[lane], masked[lane]));
+                            }
+                        }
+                    }
+                    Some(Status::SizeOverLimit) => {
+                        prop_assert!(masked.iter().any(|&s| s > 4 << 30))
+                    }
+                    Some(Status::EmptyMask) => prop_assert_eq!(mask, 0),
+                    Some(Status::OutOfMemory) => {}
+                    other => prop_assert!(false, "unexpected {other:?}"),
+                }
+            }
+            Step::Free { pick } if !live.is_empty() => {
+                let (h, size) = live.swap_remove(pick % live.len());
+                prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::Ok);
+                for (s, _) in ranges(h, size) {
+                    occupied.remove(s);
+                }
+                freed.push(h);
+            }
+            Step::DoubleFree { pick } if !freed.is_empty() => {
+                let h = freed[pick % freed.len()];
+                // Unless the same place was handed out again with the same generation (8 reuses).
+                if !live.iter().any(|(l, _)| *l == h) {
+                    let got = free_one(&mut r, h.lane(), h);
+                    prop_assert!(
+                        matches!(
+                            got,
+                            LaneStatus::DoubleFree
+                                | LaneStatus::InvalidHandle
+                                | LaneStatus::InteriorPointer
+                        ),
+                        "double free of {h:?} gave {got:?}"
+                    );
+                    prop_assert_ne!(got, LaneStatus::Ok);
+                }
+            }
+            Step::Interior { pick, delta } if !live.is_empty() => {
+                let (h, size) = live[pick % live.len()];
+                let inner = Handle(h.0 + delta.min(size.max(2) - 1).max(1));
+                if !live.iter().any(|(l, _)| l.address() == inner.address()) {
+                    let got = free_one(&mut r, inner.lane(), inner);
+                    prop_assert!(
+                        matches!(got, LaneStatus::InteriorPointer | LaneStatus::InvalidHandle),
+                        "{got:?}"
+                    );
+                }
+            }
+            Step::Foreign { address } => {
+                let h = Handle::plain(address % (1 << 39), (address % 32) as u32).unwrap();
+                prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::InvalidHandle);
+            }
+            Step::ForgeLane { pick, lane } if !live.is_empty() => {
+                let (h, _) = live[pick % live.len()];
+                if lane != h.lane() {
+                    let forged = Handle(h.0 & !(0x1f << 55) | u64::from(lane) << 55);
+                    prop_assert_ne!(free_one(&mut r, lane, forged), LaneStatus::Ok);
+                }
+            }
+            Step::BadRequest { op, mask } => {
+                let reply = r.resolve(&RequestRecord {
+                    op,
+                    lane_mask: mask,
+                    warp: 3,
+                    reserved: 0,
+                    words: [1; 32],
+                });
+                match Op::from_code(op) {
+                    None => prop_assert_eq!(reply.status, Status::UnknownOp as u32),
+                    Some(_) if mask == 0 => prop_assert_eq!(reply.status, Status::EmptyMask as u32),
+                    Some(Op::Free) => prop_assert_eq!(reply.status, Status::Partial as u32),
+                    Some(_) => {
+                        // A valid small allocation of 1 byte per lane: free it again.
+                        prop_assert_eq!(reply.status, Status::Ok as u32);
+                        let masked: [u64; 32] = std::array::from_fn(|l| u64::from(mask >> l & 1));
+                        for h in orchestrator::cpu::handles_from_reply(&reply, &masked) {
+                            if !h.is_null() {
+                                prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::Ok);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        prop_assert_eq!(r.check_invariants(), Ok(()));
+    }
+    for (h, _) in live.drain(..) {
+        prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::Ok);
+    }
+    prop_assert_eq!(r.check_invariants(), Ok(()));
+    r.drain_quarantine();
+    prop_assert_eq!(r.check_invariants(), Ok(()));
+    prop_assert!(r.is_empty(), "{} chunks still live", r.live_chunks());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn resolver_hands_out_disjoint_memory_and_rejects_bad_frees(steps in prop::collection::vec(step(), 1..250)) {
+        run(steps)?;
+    }
+}
+
+#[test]
+fn zero_sizes_get_null_handles_and_no_chunk() {
+    let mut r = resolver();
+    let reply = r.resolve(&alloc_request(Op::Alloc, u32::MAX, [0; 32]));
+    assert_eq!(reply.status, Status::Ok as u32);
+    assert_eq!(reply.chunk_base, 0);
+    let mut sizes = [0u64; 32];
+    sizes[3] = 100;
+    let reply = r.resolve(&alloc_request(Op::Alloc, u32::MAX, sizes));
+    let handles = orchestrator::cpu::handles_from_reply(&reply, &sizes);
+    assert!(
+        handles
+            .iter()
+            .enumerate()
+            .all(|(l, h)| h.is_null() == (l != 3))
+    );
+    assert_eq!(free_one(&mut r, 3, handles[3]), LaneStatus::Ok);
+    assert_eq!(r.quarantined_chunks(), 1);
+    r.drain_quarantine();
+    assert!(r.is_empty());
+}
+
+#[test]
+fn out_of_memory_leaks_nothing() {
+    let mut r = resolver();
+    // 40 KiB per lane: a large chunk of one VABlock each; the arena has 46 for them.
+    let sizes = [40 << 10; 32];
+    let mut got = Vec::new();
+    loop {
+        let reply = r.resolve(&alloc_request(Op::Alloc, u32::MAX, sizes));
+        if reply.status == Status::OutOfMemory as u32 {
+            break;
+        }
+        assert_eq!(reply.status, Status::Ok as u32);
+        got.push(orchestrator::cpu::handles_from_reply(&reply, &sizes));
+    }
+    assert_eq!(got.len(), BLOCKS - 2);
+    // Too large for the whole arena: out of memory, not a crash.
+    let reply = r.resolve(&alloc_request(Op::Alloc, 1, [1 << 30; 32]));
+    assert_eq!(reply.status, Status::OutOfMemory as u32);
+    r.check_invariants().unwrap();
+    for handles in got {
+        for h in handles {
+            assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::Ok);
+        }
+    }
+    r.drain_quarantine();
+    assert!(r.is_empty());
+    assert_eq!(r.counters().by_status[Status::OutOfMemory as usize], 2);
+}
+
+#[test]
+fn each_bad_free_has_its_status_and_harms_nothing() {
+    let mut r = resolver_without_quarantine();
+    let sizes = [3000u64; 32]; // portion class, 4 KiB tiles
+    let reply = r.resolve(&alloc_request(Op::Alloc, u32::MAX, sizes));
+    let handles = orchestrator::cpu::handles_from_reply(&reply, &sizes);
+    assert_eq!(
+        free_one(&mut r, 0, Handle(handles[0].0 + 64)),
+        LaneStatus::InteriorPointer
+    );
+    assert_eq!(
+        free_one(&mut r, 9, Handle::plain(0x1234_5000, 9).unwrap()),
+        LaneStatus::InvalidHandle
+    );
+    let forged = Handle(handles[1].0 & !(0x1f << 55) | 2 << 55);
+    assert_eq!(free_one(&mut r, 2, forged), LaneStatus::InvalidHandle);
+    assert_eq!(free_one(&mut r, 0, handles[0]), LaneStatus::Ok);
+    assert_eq!(free_one(&mut r, 0, handles[0]), LaneStatus::DoubleFree);
+    for h in &handles[1..] {
+        assert_eq!(free_one(&mut r, h.lane(), *h), LaneStatus::Ok);
+    }
+    // The chunk is gone: its handles are double frees (remembered), not foreign.
+    assert_eq!(free_one(&mut r, 5, handles[5]), LaneStatus::DoubleFree);
+    // The place is reused with a new generation: the old handle is stale.
+    let again = orchestrator::cpu::handles_from_reply(
+        &r.resolve(&alloc_request(Op::Alloc, u32::MAX, sizes)),
+        &sizes,
+    );
+    assert_eq!(again[5].address(), handles[5].address());
+    assert_ne!(again[5], handles[5]);
+    assert_eq!(free_one(&mut r, 5, handles[5]), LaneStatus::DoubleFree);
+    assert_eq!(free_one(&mut r, 5, again[5]), LaneStatus::Ok);
+    r.check_invariants().unwrap();
+    let reply = r.resolve(&RequestRecord {
+        op: 77,
+        ..RequestRecord::zeroed()
+    });
+    assert_eq!(reply, ReplyRecord::status(Status::UnknownOp));
+    let counters = r.counters();
+    assert_eq!(
+        counters.by_lane_status[LaneStatus::InteriorPointer as usize],
+        1
+    );
+    assert_eq!(counters.by_lane_status[LaneStatus::DoubleFree as usize], 3);
+}
+
+#[test]
+fn arrangement_reaches_the_handles() {
+    let mut r = resolver();
+    let sizes = [100 << 10; 32];
+    let a = r
+        .alloc(&sizes, Arrangement::Arranged(SlotOrder::Pattern))
+        .unwrap();
+    assert!(a.handles.iter().all(|h| h.kind() == HandleKind::Arranged));
+    let c = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
+    assert!(c.handles.iter().all(|h| h.kind() == HandleKind::Plain));
+    assert_eq!(c.handles[3].address(), c.chunk_base + 3 * (128 << 10));
+}
+
+/// A chunk that starts elsewhere can put a lane object at exactly the address a stale handle
+/// points to, with the same lane id. Generations count per object address, so the stale handle
+/// never frees the new object, however often the pattern repeats (fewer than 8 reuses between
+/// the free and the stale free).
+#[test]
+fn a_stale_handle_never_frees_a_new_object_at_its_address() {
+    let mut r = resolver_without_quarantine();
+    let mut sizes_x = [0u64; 32];
+    sizes_x[0] = 16;
+    sizes_x[1] = 16;
+    let mut sizes_z = [0u64; 32];
+    sizes_z[0] = 272; // lane 1 of Z lands 272 bytes in: 16 bytes into the next 256 B unit
+    sizes_z[1] = 16;
+    let mut filler = [0u64; 32];
+    filler[0] = 256;
+    for trial in 0..64 {
+        let f = r
+            .alloc(&filler, Arrangement::Arranged(SlotOrder::Pattern))
+            .unwrap();
+        let x = r
+            .alloc(&sizes_x, Arrangement::Arranged(SlotOrder::Pattern))
+            .unwrap();
+        assert_eq!(
+            x.chunk_base,
+            f.chunk_base + 256,
+            "trial {trial}: X follows the filler"
+        );
+        for h in f.handles.iter().chain(&x.handles).filter(|h| !h.is_null()) {
+            assert_eq!(r.free(*h), LaneStatus::Ok);
+        }
+        let z = r
+            .alloc(&sizes_z, Arrangement::Arranged(SlotOrder::Pattern))
+            .unwrap();
+        assert_eq!(
+            z.handles[1].address(),
+            x.handles[1].address(),
+            "trial {trial}: same address"
+        );
+        assert_ne!(
+            r.free(x.handles[1]),
+            LaneStatus::Ok,
+            "trial {trial}: stale handle freed a live object"
+        );
+        for h in z.handles.iter().filter(|h| !h.is_null()) {
+            assert_eq!(
+                r.free(*h),
+                LaneStatus::Ok,
+                "trial {trial}: the live object is intact"
+            );
+        }
+        r.check_invariants().unwrap();
+    }
+    assert!(r.is_empty());
+}
+
+/// Freed chunks are held back before their places are reused, and an allocation that would not
+/// fit drains the quarantine instead of failing.
+#[test]
+fn quarantine_delays_reuse_but_never_causes_out_of_memory() {
+    let mut r = resolver();
+    let sizes = [40 << 10; 32]; // one VABlock each; 46 fit
+    let first = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
+    for h in first.handles {
+        assert_eq!(r.free(h), LaneStatus::Ok);
+    }
+    let second = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
+    assert_ne!(
+        second.chunk_base, first.chunk_base,
+        "a quarantined place is not reused at once"
+    );
+    let mut held = vec![second];
+    while let Ok(a) = r.alloc(&sizes, Arrangement::Contiguous) {
+        held.push(a);
+    }
+    assert_eq!(
+        held.len(),
+        BLOCKS - 2,
+        "the quarantined block was drained for the last chunk"
+    );
+    assert_eq!(r.quarantined_chunks(), 0);
+    r.check_invariants().unwrap();
+}

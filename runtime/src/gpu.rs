@@ -1,0 +1,231 @@
+//! GPU resources of the runtime: the mailbox registered as pinned memory mapped for the device
+//! (with its per-port locks in device memory), and the managed arena.
+//!
+//! The service thread never calls CUDA: everything here is set up before kernels launch and torn
+//! down after they finish, on the thread that owns the context.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{CudaContext, DriverError};
+use orchestrator::{DeviceMailbox, Mailbox};
+use thiserror::Error;
+
+/// Why a GPU resource could not be set up.
+#[derive(Debug, Error)]
+pub enum GpuError {
+    /// A driver call failed.
+    #[error("CUDA driver error in {call}: {error}")]
+    Driver {
+        /// The call.
+        call: &'static str,
+        /// The error.
+        error: DriverError,
+    },
+    /// The arena asked for would not fit in free device memory.
+    #[error(
+        "an arena of {asked} bytes does not fit in the {free} bytes of free device memory; \
+         oversubscription must be asked for explicitly"
+    )]
+    ArenaTooLarge {
+        /// Bytes asked for.
+        asked: u64,
+        /// Free device memory.
+        free: u64,
+    },
+}
+
+fn check(call: &'static str, result: sys::CUresult) -> Result<(), GpuError> {
+    result
+        .result()
+        .map_err(|error| GpuError::Driver { call, error })
+}
+
+/// Device memory of `bytes` bytes, zeroed.
+fn device_zeroed(bytes: usize) -> Result<CUdeviceptr, GpuError> {
+    let mut ptr: CUdeviceptr = 0;
+    // SAFETY: out-pointer to a local; the context is bound by the caller.
+    check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+    // SAFETY: `ptr` is a fresh allocation of `bytes` bytes.
+    check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes) })?;
+    Ok(ptr)
+}
+
+/// `am::DeviceMailbox` as a kernel argument, passed by value.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct MailboxArg(pub DeviceMailbox);
+
+// SAFETY: DeviceMailbox is `#[repr(C)]` plain integers with the layout of `am::DeviceMailbox`
+// (checked by device/hostcheck), so its bytes are a valid kernel parameter.
+unsafe impl cudarc::driver::DeviceRepr for MailboxArg {}
+
+/// An orchestrator [`Mailbox`] registered with the GPU, and its device-side locks.
+pub struct PinnedMailbox {
+    context: Arc<CudaContext>,
+    mailbox: Arc<Mailbox>,
+    device: DeviceMailbox,
+}
+
+impl PinnedMailbox {
+    /// Register `mailbox` (pinned, mapped for the device, portable across contexts) and allocate
+    /// one lock per port in device memory.
+    pub fn new(context: &Arc<CudaContext>, mailbox: Arc<Mailbox>) -> Result<Self, GpuError> {
+        context.bind_to_thread().map_err(|error| GpuError::Driver {
+            call: "cuCtxSetCurrent",
+            error,
+        })?;
+        let (host, bytes) = mailbox.region();
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `host..host + bytes` is the mailbox's own page-aligned allocation, which lives
+        // as long as `self` holds the Arc; it is unregistered in Drop before the Arc is released.
+        check("cuMemHostRegister", unsafe {
+            sys::cuMemHostRegister_v2(host as *mut c_void, bytes, flags)
+        })?;
+        let mut mapped: CUdeviceptr = 0;
+        // SAFETY: the range was registered with DEVICEMAP just above.
+        let mapped_result =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut mapped, host as *mut c_void, 0) };
+        let ports = mailbox.ports();
+        let device_arrays = check("cuMemHostGetDevicePointer", mapped_result)
+            .and_then(|()| device_zeroed(ports * 4));
+        let locks = match device_arrays {
+            Ok(arrays) => arrays,
+            Err(e) => {
+                // SAFETY: registered above and not yet handed out.
+                unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+                return Err(e);
+            }
+        };
+        let [req_seq, requests, ack_seq, replies, closed] =
+            mailbox.offsets().map(|o| mapped + o as u64);
+        let device = DeviceMailbox {
+            ports: ports as u32,
+            reserved: 0,
+            req_seq,
+            requests,
+            ack_seq,
+            replies,
+            closed,
+            locks,
+        };
+        tracing::info!(ports, bytes, "mailbox registered as pinned memory");
+        Ok(Self {
+            context: context.clone(),
+            mailbox,
+            device,
+        })
+    }
+
+    /// What kernels get (`am::DeviceMailbox`).
+    pub fn device(&self) -> DeviceMailbox {
+        self.device
+    }
+
+    /// The same, ready to pass as a kernel argument.
+    pub fn kernel_arg(&self) -> MailboxArg {
+        MailboxArg(self.device)
+    }
+
+    /// The host side.
+    pub fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.mailbox
+    }
+}
+
+impl Drop for PinnedMailbox {
+    fn drop(&mut self) {
+        if self.context.bind_to_thread().is_err() {
+            tracing::error!("cannot bind the context to release the mailbox");
+            return;
+        }
+        let (host, _) = self.mailbox.region();
+        // SAFETY: allocated and registered in `new`, released once; no kernel runs any more
+        // (the owner drops the mailbox after its kernels finished).
+        unsafe {
+            let _ = sys::cuMemFree_v2(self.device.locks);
+            let _ = sys::cuMemHostUnregister(host as *mut c_void);
+        }
+    }
+}
+
+/// Managed memory for the arena: `blocks` VABlocks starting at a 2 MiB boundary.
+pub struct ManagedArena {
+    context: Arc<CudaContext>,
+    allocation: CUdeviceptr,
+    base: u64,
+    blocks: usize,
+}
+
+impl ManagedArena {
+    /// Reserve `blocks` VABlocks of managed memory. Refused when they would not fit in free device
+    /// memory, unless `allow_oversubscription` (then a warning is logged).
+    pub fn new(
+        context: &Arc<CudaContext>,
+        blocks: usize,
+        allow_oversubscription: bool,
+    ) -> Result<Self, GpuError> {
+        context.bind_to_thread().map_err(|error| GpuError::Driver {
+            call: "cuCtxSetCurrent",
+            error,
+        })?;
+        let block = ortree::VABLOCK_BYTES;
+        let asked = blocks as u64 * block;
+        let (free, _) = context.mem_get_info().map_err(|error| GpuError::Driver {
+            call: "cuMemGetInfo",
+            error,
+        })?;
+        if asked > free as u64 {
+            if !allow_oversubscription {
+                return Err(GpuError::ArenaTooLarge {
+                    asked,
+                    free: free as u64,
+                });
+            }
+            tracing::warn!(asked, free, "arena oversubscribes device memory, as asked");
+        }
+        let mut allocation: CUdeviceptr = 0;
+        // One extra block so the arena can start on a 2 MiB boundary.
+        let bytes = (asked + block) as usize;
+        // SAFETY: out-pointer to a local; the context is bound.
+        check("cuMemAllocManaged", unsafe {
+            sys::cuMemAllocManaged(
+                &mut allocation,
+                bytes,
+                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+            )
+        })?;
+        let base = allocation.next_multiple_of(block);
+        tracing::info!(
+            blocks,
+            base = format_args!("{base:#x}"),
+            "managed arena reserved"
+        );
+        Ok(Self {
+            context: context.clone(),
+            allocation,
+            base,
+            blocks,
+        })
+    }
+
+    /// First byte of the arena (2 MiB aligned).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// VABlocks in the arena.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+}
+
+impl Drop for ManagedArena {
+    fn drop(&mut self) {
+        if self.context.bind_to_thread().is_ok() {
+            // SAFETY: allocated in `new`, freed once, after the kernels using it finished.
+            let _ = unsafe { sys::cuMemFree_v2(self.allocation) };
+        }
+    }
+}
