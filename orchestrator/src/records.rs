@@ -47,7 +47,7 @@ pub struct ReplyRecord {
     pub reserved: u32,
     /// Frees: lanes whose free failed (their code is in `lane_status`).
     pub failed_lanes: u32,
-    /// Frees: a [`LaneStatus`] code per lane. Allocations: each lane's generation (0..=7), which
+    /// Frees: a [`LaneStatus`] code per lane. Allocations: each lane's generation (1..=127), which
     /// its handle carries.
     pub lane_status: [u8; 32],
 }

@@ -7,7 +7,7 @@
 //!
 //! Every live chunk is recorded by its base address with the handles its lanes were given, so a
 //! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
-//! freed; one whose object was freed, or whose address now holds a newer object (its 3-bit
+//! freed; one whose object was freed, or whose address now holds a newer object (its 7-bit
 //! generation differs), is a double free; one that points inside a chunk but not at a lane's start
 //! is an interior pointer; anything else is invalid. Generations count per object address
 //! ([`Generations`]), so a stale handle passes for a live one only after 127 new objects started

@@ -212,7 +212,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::DoubleFree { pick } if !freed.is_empty() => {
                 let h = freed[pick % freed.len()];
-                // Unless the same place was handed out again with the same generation (8 reuses).
+                // Unless the same address was handed out again with the same generation (127 reuses).
                 if !live.iter().any(|(l, _)| *l == h) {
                     let got = free_one(&mut r, h.lane(), h);
                     prop_assert!(
@@ -408,7 +408,7 @@ fn arrangement_reaches_the_handles() {
 
 /// A chunk that starts elsewhere can put a lane object at exactly the address a stale handle
 /// points to, with the same lane id. Generations count per object address, so the stale handle
-/// never frees the new object, however often the pattern repeats (fewer than 8 reuses between
+/// never frees the new object, however often the pattern repeats (fewer than 127 reuses between
 /// the free and the stale free).
 #[test]
 fn a_stale_handle_never_frees_a_new_object_at_its_address() {
