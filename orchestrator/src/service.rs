@@ -5,7 +5,8 @@
 //! served in this order: requests with a bad sequence number are answered `BadSequence` (and the
 //! port resynchronised); frees, so their memory is reusable at once; allocations, grouped by size
 //! class; then every reply is written and acknowledged. Stopping closes the mailbox first, then
-//! answers whatever is still pending with `Shutdown`, so no waiting warp hangs.
+//! answers whatever is still pending with `Shutdown`, so no waiting warp hangs; if the thread ever
+//! unwinds from a panic (a bug), a guard does the same before the thread ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -220,19 +221,38 @@ impl Server {
     /// Close the mailbox and answer everything still pending with `Shutdown`.
     pub fn shut_down(&mut self) -> usize {
         self.errors.flush(true);
-        self.mailbox.close();
-        let mut answered = 0;
-        for port in 0..self.mailbox.ports() {
-            if let Some(p) = self.mailbox.pending(port) {
-                self.mailbox
-                    .publish_reply(port, p.seq, &ReplyRecord::status(Status::Shutdown));
-                answered += 1;
-            }
+        turn_away(&self.mailbox)
+    }
+}
+
+/// Close `mailbox` and answer every pending request with `Shutdown`; returns how many.
+fn turn_away(mailbox: &Mailbox) -> usize {
+    mailbox.close();
+    let mut answered = 0;
+    for port in 0..mailbox.ports() {
+        if let Some(p) = mailbox.pending(port) {
+            mailbox.publish_reply(port, p.seq, &ReplyRecord::status(Status::Shutdown));
+            answered += 1;
         }
-        if answered > 0 {
-            tracing::info!(answered, "pending requests answered with Shutdown");
+    }
+    if answered > 0 {
+        tracing::info!(answered, "pending requests answered with Shutdown");
+    }
+    answered
+}
+
+/// Held by the service thread: if the thread unwinds from a panic, close the mailbox and answer
+/// what is pending, so warps waiting on the GPU return with `Shutdown` instead of spinning forever.
+struct CloseOnUnwind(Arc<Mailbox>);
+
+impl Drop for CloseOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(
+                "the service thread panicked: mailbox closed, pending requests turned away"
+            );
+            turn_away(&self.0);
         }
-        answered
     }
 }
 
@@ -252,11 +272,13 @@ impl Service {
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ServiceStats::default());
-        let mut server = Server::new(mailbox, resolver, stats.clone(), config.max_batch);
+        let mut server = Server::new(mailbox.clone(), resolver, stats.clone(), config.max_batch);
         let stop_flag = stop.clone();
+        let guard = CloseOnUnwind(mailbox.clone());
         let thread = std::thread::Builder::new()
             .name("alignmalloc-service".into())
             .spawn(move || {
+                let _guard = guard;
                 let mut idle = 0u32;
                 while !stop_flag.load(Ordering::Acquire) {
                     if server.serve_once() > 0 {
@@ -309,5 +331,36 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         self.stop_and_join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytemuck::Zeroable;
+
+    #[test]
+    fn a_panicking_service_thread_turns_waiting_warps_away() {
+        let mailbox = Arc::new(Mailbox::new(4).unwrap());
+        mailbox.post_request(2, 1, &RequestRecord::zeroed());
+        let guarded = mailbox.clone();
+        let outcome = std::thread::spawn(move || {
+            let _guard = CloseOnUnwind(guarded);
+            panic!("a bug in the resolver");
+        })
+        .join();
+        assert!(outcome.is_err());
+        assert!(mailbox.is_closed());
+        let reply = mailbox
+            .take_reply(2, 1)
+            .expect("the pending request was answered");
+        assert_eq!(reply.status, Status::Shutdown as u32);
+    }
+
+    #[test]
+    fn the_guard_does_nothing_without_a_panic() {
+        let mailbox = Arc::new(Mailbox::new(1).unwrap());
+        drop(CloseOnUnwind(mailbox.clone()));
+        assert!(!mailbox.is_closed());
     }
 }
