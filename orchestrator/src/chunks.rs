@@ -14,15 +14,15 @@ pub trait Extent {
     fn bytes(&self) -> u64;
 }
 
+use crate::regions::{ArenaRegions, Region};
+
 const SMALL_UNIT: u64 = 256;
 const LEAF: u64 = 64 << 10;
 
 /// Live chunks of one arena.
 #[derive(Clone, Debug)]
 pub struct ChunkTable<T> {
-    base: u64,
-    small_end: u64,
-    end: u64,
+    regions: ArenaRegions,
     /// Slot + 1 of the chunk covering each small unit / each leaf of the rest; 0 for none.
     small_owner: Vec<u32>,
     rest_owner: Vec<u32>,
@@ -32,15 +32,12 @@ pub struct ChunkTable<T> {
 }
 
 impl<T: Extent> ChunkTable<T> {
-    /// A table for an arena at `base` of `bytes` bytes whose first `small_bytes` are the small
-    /// space.
-    pub fn new(base: u64, small_bytes: u64, bytes: u64) -> Self {
+    /// A table for the chunks of the arena `regions` describes.
+    pub fn new(regions: ArenaRegions) -> Self {
         Self {
-            base,
-            small_end: base + small_bytes,
-            end: base + bytes,
-            small_owner: vec![0; (small_bytes / SMALL_UNIT) as usize],
-            rest_owner: vec![0; ((bytes - small_bytes) / LEAF) as usize],
+            regions,
+            small_owner: vec![0; (regions.bytes(Region::Small) / SMALL_UNIT) as usize],
+            rest_owner: vec![0; (regions.bytes(Region::Rest) / LEAF) as usize],
             slots: Vec::new(),
             free: Vec::new(),
             len: 0,
@@ -57,17 +54,26 @@ impl<T: Extent> ChunkTable<T> {
         self.len == 0
     }
 
-    /// The owner entries of `bytes` bytes from `base`.
-    fn owners(&mut self, base: u64, bytes: u64) -> &mut [u32] {
-        if base < self.small_end {
-            let first = ((base - self.base) / SMALL_UNIT) as usize;
-            let count = bytes.div_ceil(SMALL_UNIT) as usize;
-            &mut self.small_owner[first..first + count]
-        } else {
-            let first = ((base - self.small_end) / LEAF) as usize;
-            let count = bytes.div_ceil(LEAF) as usize;
-            &mut self.rest_owner[first..first + count]
+    /// The owner entries of `region` and their unit size.
+    fn owner_array(&self, region: Region) -> (&[u32], u64) {
+        match region {
+            Region::Small => (&self.small_owner, SMALL_UNIT),
+            Region::Rest => (&self.rest_owner, LEAF),
         }
+    }
+
+    /// The owner entries of `bytes` bytes from `base` (inside the arena).
+    fn owners(&mut self, base: u64, bytes: u64) -> &mut [u32] {
+        let (region, offset) = self
+            .regions
+            .locate(base)
+            .expect("chunks lie inside the arena");
+        let (owners, unit) = match region {
+            Region::Small => (&mut self.small_owner, SMALL_UNIT),
+            Region::Rest => (&mut self.rest_owner, LEAF),
+        };
+        let first = (offset / unit) as usize;
+        &mut owners[first..first + bytes.div_ceil(unit) as usize]
     }
 
     /// Store `record`, whose range must be free in the table.
@@ -89,21 +95,26 @@ impl<T: Extent> ChunkTable<T> {
         self.len += 1;
     }
 
+    /// The slot of the record owning the unit of `address`, if any.
+    fn slot_of(&self, address: u64) -> Option<usize> {
+        let (region, offset) = self.regions.locate(address)?;
+        let (owners, unit) = self.owner_array(region);
+        owners[(offset / unit) as usize]
+            .checked_sub(1)
+            .map(|slot| slot as usize)
+    }
+
     /// The record covering `address`, if any.
-    pub fn find_mut(&mut self, address: u64) -> Option<&mut T> {
-        if address < self.base || address >= self.end {
-            return None;
-        }
-        let owner = if address < self.small_end {
-            self.small_owner[((address - self.base) / SMALL_UNIT) as usize]
-        } else {
-            self.rest_owner[((address - self.small_end) / LEAF) as usize]
-        };
-        let record = self
-            .slots
-            .get_mut(owner.checked_sub(1)? as usize)?
-            .as_mut()?;
+    pub fn find(&self, address: u64) -> Option<&T> {
+        let record = self.slots.get(self.slot_of(address)?)?.as_ref()?;
         // A unit is owned by the chunk covering any of its bytes; check the byte itself.
+        (address < record.base() + record.bytes()).then_some(record)
+    }
+
+    /// The record covering `address`, if any, to change.
+    pub fn find_mut(&mut self, address: u64) -> Option<&mut T> {
+        let slot = self.slot_of(address)?;
+        let record = self.slots.get_mut(slot)?.as_mut()?;
         (address < record.base() + record.bytes()).then_some(record)
     }
 
@@ -144,7 +155,7 @@ mod tests {
     #[test]
     fn finds_by_any_covered_address_and_reuses_slots() {
         let base = 1 << 30;
-        let mut t = ChunkTable::new(base, 4096, 4096 + (4 << 20));
+        let mut t = ChunkTable::new(ArenaRegions::new(base, 4096, 4096 + (4 << 20)));
         t.insert(Range(base + 256, 300)); // small units 1 and 2
         t.insert(Range(base + 4096 + (2 << 20), 2 << 20)); // the second VABlock of the rest
         assert_eq!(t.find_mut(base + 256).map(|r| r.0), Some(base + 256));

@@ -7,6 +7,8 @@
 
 use translator::GENERATIONS;
 
+use crate::regions::{ArenaRegions, Region};
+
 /// Object starts in the small space are 16-byte aligned.
 const SMALL_GRANULE: u64 = 16;
 /// Portion and large objects start on tiles of at least 4 KiB.
@@ -15,9 +17,7 @@ const TILE_GRANULE: u64 = 4096;
 /// Per-address generation counters over the arena.
 #[derive(Clone, Debug)]
 pub struct Generations {
-    base: u64,
-    small_end: u64,
-    end: u64,
+    regions: ArenaRegions,
     small: Vec<u8>,
     rest: Vec<u8>,
 }
@@ -33,29 +33,31 @@ fn bump(counters: &mut [u8], index: u64) -> u8 {
 }
 
 impl Generations {
-    /// Counters for an arena at `base` of `bytes` bytes whose first `small_bytes` are the small
-    /// space.
-    pub fn new(base: u64, small_bytes: u64, bytes: u64) -> Self {
-        let small_slots = small_bytes / SMALL_GRANULE;
-        let rest_slots = (bytes - small_bytes) / TILE_GRANULE;
+    /// Counters for every place an object can start at in `regions`.
+    pub fn new(regions: ArenaRegions) -> Self {
         Self {
-            base,
-            small_end: base + small_bytes,
-            end: base + bytes,
-            small: vec![0; small_slots as usize],
-            rest: vec![0; rest_slots as usize],
+            regions,
+            small: vec![0; (regions.bytes(Region::Small) / SMALL_GRANULE) as usize],
+            rest: vec![0; (regions.bytes(Region::Rest) / TILE_GRANULE) as usize],
+        }
+    }
+
+    /// The counters and granule of `region`.
+    fn counters(&mut self, region: Region) -> (&mut [u8], u64) {
+        match region {
+            Region::Small => (&mut self.small, SMALL_GRANULE),
+            Region::Rest => (&mut self.rest, TILE_GRANULE),
         }
     }
 
     /// Whether an object ever started at `address`.
     pub fn seen(&self, address: u64) -> bool {
-        if address < self.base || address >= self.end {
+        let Some((region, offset)) = self.regions.locate(address) else {
             return false;
-        }
-        let (counters, offset, granule) = if address < self.small_end {
-            (&self.small, address - self.base, SMALL_GRANULE)
-        } else {
-            (&self.rest, address - self.small_end, TILE_GRANULE)
+        };
+        let (counters, granule) = match region {
+            Region::Small => (&self.small, SMALL_GRANULE),
+            Region::Rest => (&self.rest, TILE_GRANULE),
         };
         offset % granule == 0 && counters[(offset / granule) as usize] != 0
     }
@@ -63,12 +65,12 @@ impl Generations {
     /// The next generation of the object starting at `address` (inside the arena, aligned as its
     /// region requires).
     pub fn next(&mut self, address: u64) -> u8 {
-        debug_assert!((self.base..self.end).contains(&address));
-        if address < self.small_end {
-            bump(&mut self.small, (address - self.base) / SMALL_GRANULE)
-        } else {
-            bump(&mut self.rest, (address - self.small_end) / TILE_GRANULE)
-        }
+        let (region, offset) = self
+            .regions
+            .locate(address)
+            .expect("objects start inside the arena");
+        let (counters, granule) = self.counters(region);
+        bump(counters, offset / granule)
     }
 }
 
@@ -78,7 +80,7 @@ mod tests {
 
     #[test]
     fn each_address_counts_on_its_own() {
-        let mut g = Generations::new(1 << 30, 4096, 1 << 20);
+        let mut g = Generations::new(ArenaRegions::new(1 << 30, 4096, 1 << 20));
         let a = (1 << 30) + 32;
         let b = (1 << 30) + 48;
         let c = (1 << 30) + 8192;

@@ -21,6 +21,8 @@ pub mod generations;
 pub mod mailbox;
 pub mod records;
 #[cfg(not(loom))]
+pub mod regions;
+#[cfg(not(loom))]
 pub mod resolver;
 #[cfg(not(loom))]
 pub mod service;

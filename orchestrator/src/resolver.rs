@@ -15,16 +15,17 @@
 //! started is a double free; any other is invalid.
 //!
 //! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
-//! back to the structures, so a just-freed address is not handed out again at once. Under heavy
-//! churn leftmost-first reuse would otherwise give one address 8 new objects within the time a
-//! warp takes to send a stale free (seen on the GPU with 131 072 threads), and the generation
-//! would wrap. An allocation that finds no room drains the quarantine and tries again, so the
-//! quarantine never causes an out-of-memory.
+//! back to the structures, so a just-freed address is not handed out again at once: leftmost-first
+//! reuse would otherwise put new objects at a hot address again and again while a delayed warp's
+//! stale free is still on its way (on the GPU such frees arrived seconds late). An allocation that
+//! finds no room drains the quarantine and tries again, so the quarantine never causes an
+//! out-of-memory.
 //!
-//! Invariants ([`Resolver::check_invariants`]): the structures' own invariants; live chunks do not
-//! or quarantined chunk overlap and each one's units are allocated in its structure; the
-//! structures hold exactly the live and quarantined chunks (plus the small space's blocks in the
-//! arena); every live chunk has a live lane.
+//! Invariants ([`Resolver::check_invariants`]): the structures' own invariants; no two live or
+//! quarantined chunks overlap, and each one's units are allocated in its structure; the owner
+//! arrays lead from a chunk's first and last byte to it; the structures hold exactly the live and
+//! quarantined chunks (plus the small space's blocks in the arena); every live chunk has a live
+//! lane.
 
 use std::collections::VecDeque;
 
@@ -38,6 +39,7 @@ use translator::{
 use crate::chunks::{ChunkTable, Extent};
 use crate::generations::Generations;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+use crate::regions::ArenaRegions;
 
 /// The default small space is at most this many VABlocks (1 GiB): small chunks are at most
 /// 64 KiB, and its generation table costs a byte per 16 bytes.
@@ -136,8 +138,6 @@ pub struct Allocation {
     pub geometry: Option<Geometry>,
     /// The chunk's first byte (0 without a chunk).
     pub chunk_base: u64,
-    /// Each lane's generation (0 for lanes without an object).
-    pub generations: [u8; WARP_LANES],
     /// Each lane's handle (null for lanes that asked 0).
     pub handles: [Handle; WARP_LANES],
 }
@@ -156,11 +156,16 @@ pub struct Resolver {
     counters: ResolverCounters,
 }
 
-fn out_of_memory(e: &OrTreeError) -> bool {
-    matches!(
-        e,
-        OrTreeError::NoSpace { .. } | OrTreeError::RunTooLong { .. }
-    )
+/// A run allocation's result: no room (or a run longer than the tree) is out of memory; any
+/// other error means the resolver built a bad request, a bug.
+fn run_or_oom(result: Result<usize, OrTreeError>) -> Result<usize, Status> {
+    match result {
+        Ok(start) => Ok(start),
+        Err(OrTreeError::NoSpace { .. } | OrTreeError::RunTooLong { .. }) => {
+            Err(Status::OutOfMemory)
+        }
+        Err(e) => unreachable!("run requests are valid: {e}"),
+    }
 }
 
 impl Resolver {
@@ -185,20 +190,17 @@ impl Resolver {
             .alloc_at(0, config.small_blocks)
             .expect("a fresh arena is free");
         let small_units = config.small_blocks * (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
+        let regions = ArenaRegions::new(
+            config.arena_base,
+            config.small_blocks as u64 * VABLOCK_BYTES,
+            config.arena_blocks as u64 * VABLOCK_BYTES,
+        );
         Ok(Self {
             small: OrTree::new(small_units).expect("at least one block"),
-            generations: Generations::new(
-                config.arena_base,
-                config.small_blocks as u64 * VABLOCK_BYTES,
-                config.arena_blocks as u64 * VABLOCK_BYTES,
-            ),
+            generations: Generations::new(regions),
+            chunks: ChunkTable::new(regions),
             arena,
             pool: PortionPool::new(),
-            chunks: ChunkTable::new(
-                config.arena_base,
-                config.small_blocks as u64 * VABLOCK_BYTES,
-                config.arena_blocks as u64 * VABLOCK_BYTES,
-            ),
             quarantine: VecDeque::new(),
             quarantined_bytes: 0,
             counters: ResolverCounters::default(),
@@ -296,7 +298,7 @@ impl Resolver {
                             Arrangement::Contiguous => CONTIGUOUS_LAYOUT,
                         };
                         reply.chunk_base = a.chunk_base;
-                        reply.lane_status = a.generations;
+                        reply.lane_status = a.handles.map(|h| h.generation());
                         reply
                     }
                     Err(status) => ReplyRecord::status(status),
@@ -329,7 +331,6 @@ impl Resolver {
                 return Ok(Allocation {
                     geometry: None,
                     chunk_base: 0,
-                    generations: [0; WARP_LANES],
                     handles: [Handle::NULL; WARP_LANES],
                 });
             }
@@ -345,14 +346,13 @@ impl Resolver {
         };
         let unstamped = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
             .expect("arena addresses fit handles");
-        let mut generations = [0u8; WARP_LANES];
-        let mut handles = unstamped;
-        for lane in 0..WARP_LANES {
-            if !unstamped[lane].is_null() {
-                generations[lane] = self.generations.next(unstamped[lane].address());
-                handles[lane] = unstamped[lane].with_generation(generations[lane]);
+        let handles = unstamped.map(|h| {
+            if h.is_null() {
+                h
+            } else {
+                h.with_generation(self.generations.next(h.address()))
             }
-        }
+        });
         let live = sizes
             .iter()
             .enumerate()
@@ -376,25 +376,21 @@ impl Resolver {
         Ok(Allocation {
             geometry: Some(geometry),
             chunk_base: base,
-            generations,
             handles,
         })
     }
 
     /// Find memory for a chunk of `geometry` in the structure of its class.
     fn place(&mut self, geometry: &Geometry) -> Result<(Place, u64), Status> {
-        let cfg = &self.config;
+        let base = self.config.arena_base;
         match geometry.class {
             SizeClass::Small => {
                 let units = geometry.units as usize;
-                match self.small.alloc_run(units, 1) {
-                    Ok(unit) => Ok((
-                        Place::Small { unit, units },
-                        cfg.arena_base + unit as u64 * SMALL_UNIT_BYTES,
-                    )),
-                    Err(e) if out_of_memory(&e) => Err(Status::OutOfMemory),
-                    Err(e) => unreachable!("small run request is valid: {e}"),
-                }
+                let unit = run_or_oom(self.small.alloc_run(units, 1))?;
+                Ok((
+                    Place::Small { unit, units },
+                    base + unit as u64 * SMALL_UNIT_BYTES,
+                ))
             }
             SizeClass::Portion => {
                 match self.pool.alloc(&mut self.arena, geometry.warptree_log2()) {
@@ -403,25 +399,20 @@ impl Resolver {
                             block: w.block,
                             leaf: w.first_leaf,
                         },
-                        cfg.arena_base + w.arena_offset(),
+                        base + w.arena_offset(),
                     )),
                     Err(PortionError::ArenaFull) => Err(Status::OutOfMemory),
                     Err(e) => unreachable!("warptree request is valid: {e}"),
                 }
             }
             SizeClass::Large => {
+                // A run longer than the arena answers RunTooLong: out of memory too.
                 let blocks = usize::try_from(geometry.units).unwrap_or(usize::MAX);
-                if blocks > self.arena.len() {
-                    return Err(Status::OutOfMemory);
-                }
-                match self.arena.alloc_run(blocks, 1) {
-                    Ok(block) => Ok((
-                        Place::Large { block, blocks },
-                        cfg.arena_base + block as u64 * VABLOCK_BYTES,
-                    )),
-                    Err(e) if out_of_memory(&e) => Err(Status::OutOfMemory),
-                    Err(e) => unreachable!("large run request is valid: {e}"),
-                }
+                let block = run_or_oom(self.arena.alloc_run(blocks, 1))?;
+                Ok((
+                    Place::Large { block, blocks },
+                    base + block as u64 * VABLOCK_BYTES,
+                ))
             }
         }
     }
@@ -571,6 +562,16 @@ impl Resolver {
                 "chunk at {:#x} has no live lane but was kept",
                 c.base
             ));
+        }
+        for c in self.chunks.iter() {
+            for address in [c.base, c.base + c.bytes - 1] {
+                if self.chunks.find(address).map(|f| f.base) != Some(c.base) {
+                    return Err(format!(
+                        "address {address:#x} does not lead to its chunk at {:#x}",
+                        c.base
+                    ));
+                }
+            }
         }
         let quarantined: u64 = self.quarantine.iter().map(|q| q.1).sum();
         if quarantined != self.quarantined_bytes {

@@ -3,8 +3,8 @@
 //! One plain OS thread (never an async task) busy-polls with backoff. Each sweep collects at most
 //! `max_batch` pending ports, starting where the last sweep stopped so no port starves. A batch is
 //! served in this order: requests with a bad sequence number are answered `BadSequence` (and the
-//! port resynchronised); frees, so their memory is reusable at once; allocations, grouped by size
-//! class; then every reply is written and acknowledged. Stopping closes the mailbox first, then
+//! port resynchronised); frees, so their memory is reusable at once; allocations, by largest lane
+//! size and so grouped by size class; then every reply is written and acknowledged. Stopping closes the mailbox first, then
 //! answers whatever is still pending with `Shutdown`, so no waiting warp hangs; if the thread ever
 //! unwinds from a panic (a bug), a guard does the same before the thread ends.
 
@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use translator::{Geometry, WARP_LANES};
+use translator::WARP_LANES;
 
 use crate::mailbox::Mailbox;
 use crate::records::{Op, ReplyRecord, RequestRecord, Status};
@@ -59,7 +59,7 @@ pub struct Server {
     max_batch: usize,
     next_port: usize,
     batch: Vec<Taken>,
-    order: Vec<(u32, usize)>,
+    order: Vec<(u64, usize)>,
     replies: Vec<ReplyRecord>,
     errors: ErrorDigest,
 }
@@ -102,24 +102,21 @@ impl ErrorDigest {
     }
 }
 
-/// The order of a request within a batch: frees first, then allocations by class.
-fn batch_rank(request: &RequestRecord, resolver: &Resolver) -> u32 {
+/// The order of a request within a batch: frees first, then allocations by their largest lane
+/// size (size classes are ranges of that size, so this groups them by class without computing a
+/// geometry twice), then unknown ops.
+fn batch_rank(request: &RequestRecord) -> u64 {
     match Op::from_code(request.op) {
         Some(Op::Free) => 0,
         Some(Op::Alloc | Op::AllocContiguous) => {
-            let sizes: [u64; WARP_LANES] = std::array::from_fn(|lane| {
-                if request.lane_mask >> lane & 1 == 1 {
-                    request.words[lane]
-                } else {
-                    0
-                }
-            });
-            match Geometry::of(&sizes, &resolver.config().geometry) {
-                Ok(Some(g)) => 1 + g.class as u32,
-                _ => 4,
-            }
+            let largest = (0..WARP_LANES)
+                .filter(|lane| request.lane_mask >> lane & 1 == 1)
+                .map(|lane| request.words[lane])
+                .max()
+                .unwrap_or(0);
+            largest.saturating_add(1).min(u64::MAX - 1)
         }
-        None => 5,
+        None => u64::MAX,
     }
 }
 
@@ -185,7 +182,7 @@ impl Server {
             self.order.clear();
             for (i, taken) in self.batch.iter().enumerate() {
                 if taken.in_order {
-                    self.order.push((batch_rank(&taken.request, &resolver), i));
+                    self.order.push((batch_rank(&taken.request), i));
                 } else {
                     tracing::warn!(
                         port = taken.port,
