@@ -249,6 +249,61 @@ impl HostArena {
     pub fn load(&self, address: u64) -> u64 {
         self.word(address).load(Ordering::Relaxed)
     }
+
+    /// Whether `len` bytes from `address` lie in the arena.
+    pub fn contains(&self, address: u64, len: u64) -> bool {
+        address >= self.base()
+            && address - self.base() <= self.bytes as u64 - len.min(self.bytes as u64)
+    }
+
+    /// Copy `bytes` to `address` (any alignment; words the range only partly covers keep their
+    /// other bytes).
+    pub fn write_bytes(&self, address: u64, bytes: &[u8]) {
+        self.for_each_word(address, bytes.len(), |word, shift, range| {
+            let mut mask = 0u64;
+            let mut value = 0u64;
+            for (i, &b) in bytes[range].iter().enumerate() {
+                let bit = (shift + i) * 8;
+                mask |= 0xFF << bit;
+                value |= u64::from(b) << bit;
+            }
+            // Read-modify-write of the word alone: bytes of other objects sharing it stay.
+            let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(old & !mask | value)
+            });
+        });
+    }
+
+    /// Copy `out.len()` bytes from `address` into `out`.
+    pub fn read_bytes(&self, address: u64, out: &mut [u8]) {
+        self.for_each_word(address, out.len(), |word, shift, range| {
+            let value = word.load(Ordering::Relaxed).to_le_bytes();
+            let n = range.len();
+            out[range].copy_from_slice(&value[shift..shift + n]);
+        });
+    }
+
+    /// Call `f(word, first byte in the word, range of the caller's bytes)` for each word that
+    /// `len` bytes from `address` touch.
+    fn for_each_word(
+        &self,
+        address: u64,
+        len: usize,
+        mut f: impl FnMut(&AtomicU64, usize, std::ops::Range<usize>),
+    ) {
+        assert!(
+            self.contains(address, len as u64),
+            "{len} bytes at {address:#x} are not in the arena"
+        );
+        let mut done = 0usize;
+        while done < len {
+            let at = address + done as u64;
+            let shift = (at % 8) as usize;
+            let n = (8 - shift).min(len - done);
+            f(self.word(at - shift as u64), shift, done..done + n);
+            done += n;
+        }
+    }
 }
 
 impl Drop for HostArena {

@@ -103,6 +103,9 @@ struct LiveChunk {
     place: Place,
     /// Lanes still holding their object.
     live: u32,
+    /// Bytes of each lane's object in a portion or large chunk, either layout; 0 in a small
+    /// chunk, whose objects are packed.
+    lane_span: u64,
     /// What each lane was given (null for lanes that asked 0).
     handles: [Handle; WARP_LANES],
 }
@@ -371,6 +374,11 @@ impl Resolver {
             bytes: geometry.chunk_bytes,
             place,
             live,
+            lane_span: if geometry.is_arranged() {
+                geometry.lane_span
+            } else {
+                0
+            },
             handles,
         });
         Ok(Allocation {
@@ -415,6 +423,36 @@ impl Resolver {
                 ))
             }
         }
+    }
+
+    /// How many bytes from its start the live object of `handle` may use: the lane's span in a
+    /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err` tells why
+    /// the handle is not a live object, as a free of it would.
+    pub fn object_capacity(&self, handle: Handle) -> Result<u64, LaneStatus> {
+        if handle.is_null() {
+            return Err(LaneStatus::InvalidHandle);
+        }
+        let address = handle.address();
+        let Some(chunk) = self.chunks.find(address) else {
+            return Err(self.classify_dead(address));
+        };
+        let lane = handle.lane() as usize;
+        if chunk.handles[lane] != handle {
+            return Err(Self::mismatch(chunk, handle));
+        }
+        if chunk.live >> lane & 1 == 0 {
+            return Err(LaneStatus::DoubleFree);
+        }
+        if chunk.lane_span > 0 {
+            return Ok(chunk.lane_span);
+        }
+        let end = chunk
+            .handles
+            .iter()
+            .map(|h| h.address())
+            .filter(|&a| a > address)
+            .fold(chunk.base + chunk.bytes, u64::min);
+        Ok(end - address)
     }
 
     /// Free one lane's object. A null handle is a no-op (`Ok`).
@@ -474,7 +512,6 @@ impl Resolver {
 
     /// The outcome of freeing `handle`, whose address lies in `chunk`; clears its live bit if Ok.
     fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
-        let address = handle.address();
         let lane = handle.lane() as usize;
         let expected = chunk.handles[lane];
         if handle == expected {
@@ -484,6 +521,13 @@ impl Resolver {
             chunk.live &= !(1 << lane);
             return LaneStatus::Ok;
         }
+        Self::mismatch(chunk, handle)
+    }
+
+    /// What a handle whose address lies in `chunk` but which is not its lane's handle is.
+    fn mismatch(chunk: &LiveChunk, handle: Handle) -> LaneStatus {
+        let address = handle.address();
+        let expected = chunk.handles[handle.lane() as usize];
         if !expected.is_null() && address == expected.address() {
             // Same object start, other bits differ: an older generation is a stale handle.
             return if handle.with_generation(expected.generation()) == expected {

@@ -1,10 +1,32 @@
 //! runtime: the public Rust API of alignmalloc.
 //!
-//! Built so far: [`cuda`], which finds and opens a GPU without panicking; [`nvrtc`], which
-//! compiles CUDA C++ (the project's kernels and user kernels that include `<alignmalloc/...>`) to
-//! PTX through NVRTC; and [`gpu`], the pinned mailbox and the managed arena. The runtime proper
-//! (builder, backends, launch API, fault counters, C ABI) is not built yet.
+//! [`Runtime::builder`] picks the backend at run time (`cuda` when the driver loads and the device
+//! exists, `sim` otherwise or on request, and logs why), reserves the arena, registers the
+//! mailbox and runs the service thread for the runtime's lifetime. Then:
+//! - host code allocates through the same resolver the warps use ([`Runtime::alloc`],
+//!   [`Runtime::alloc_arranged`], [`Runtime::free`]) and fills or reads objects through their
+//!   layout ([`Runtime::write`], [`Runtime::read`]);
+//! - on `cuda`, kernels are compiled with NVRTC with the alignmalloc headers available
+//!   ([`Runtime::compile`]) and launched on a non-blocking stream ([`Runtime::launch`]), waited for
+//!   by blocking or by `.await` ([`Launch`]);
+//! - on `sim`, CPU threads play warps through the same mailbox ([`Runtime::run_warps`]).
+//!
+//! Lower layers: [`cuda`] (probing a GPU without panicking), [`nvrtc`] (the compile path), [`gpu`]
+//! (the pinned mailbox and the managed arena).
 
+mod backend;
+mod builder;
 pub mod cuda;
+mod error;
 pub mod gpu;
+mod launch;
 pub mod nvrtc;
+mod runtime;
+pub mod sim;
+
+pub use backend::{BackendChoice, BackendKind};
+pub use builder::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, RuntimeBuilder};
+pub use error::{Error, Result};
+pub use launch::Launch;
+pub use runtime::{ArrangedAlloc, Runtime};
+pub use translator::Handle;

@@ -1,0 +1,93 @@
+//! The runtime's errors: one enum, each variant saying what went wrong and, where it can, what
+//! to do about it.
+
+use orchestrator::{LaneStatus, MailboxError, ResolverError};
+use thiserror::Error;
+
+use crate::backend::BackendKind;
+use crate::cuda::ProbeError;
+use crate::gpu::GpuError;
+use crate::nvrtc::CompileError;
+
+/// Why a runtime call failed.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The CUDA backend was asked for and no GPU could be opened.
+    #[error("the CUDA backend was asked for but no GPU could be opened: {0}")]
+    NoGpu(#[from] ProbeError),
+    /// Setting up the arena or the mailbox on the GPU failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// NVRTC could not be found or the source did not compile.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// A CUDA driver call failed (loading a module, launching, waiting).
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    /// The resolver refused the configuration.
+    #[error(transparent)]
+    Resolver(#[from] ResolverError),
+    /// The mailbox could not be made.
+    #[error(transparent)]
+    Mailbox(#[from] MailboxError),
+    /// The builder's settings are inconsistent.
+    #[error("bad runtime configuration: {0}")]
+    Config(String),
+    /// The call needs another backend than the one running.
+    #[error("{what} needs the {needs:?} backend; this runtime runs the {running:?} backend")]
+    WrongBackend {
+        /// The call.
+        what: &'static str,
+        /// The backend it needs.
+        needs: BackendKind,
+        /// The backend running.
+        running: BackendKind,
+    },
+    /// A host allocation asked for 0 bytes or 0 threads.
+    #[error("an allocation of 0 bytes (or for 0 threads) was asked for")]
+    ZeroSize,
+    /// A host allocation asked for more than one object may hold.
+    #[error("{bytes} bytes is over the per-object limit of {limit} bytes")]
+    SizeOverLimit {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The per-object limit.
+        limit: u64,
+    },
+    /// No room is left in the arena.
+    #[error(
+        "the arena has no room for {bytes} bytes ({objects} objects); free memory or build the runtime with a larger arena"
+    )]
+    OutOfMemory {
+        /// Bytes asked for in all.
+        bytes: u64,
+        /// Objects asked for.
+        objects: u64,
+    },
+    /// A handle that is not a live object was freed or accessed.
+    #[error("handle {handle:#x} is not a live object: {status:?}")]
+    BadHandle {
+        /// The handle.
+        handle: u64,
+        /// What the resolver found (double free, invalid, interior pointer).
+        status: LaneStatus,
+    },
+    /// An access went past the end of its object.
+    #[error("{len} bytes at offset {offset} run past the {capacity} bytes of handle {handle:#x}")]
+    OutOfBounds {
+        /// The handle.
+        handle: u64,
+        /// First byte asked for.
+        offset: u64,
+        /// Bytes asked for.
+        len: u64,
+        /// Bytes the object may use.
+        capacity: u64,
+    },
+    /// The thread waiting for a launch ended before reporting (a bug).
+    #[error("the completion of a launch was lost")]
+    CompletionLost,
+}
+
+/// The runtime's result type.
+pub type Result<T> = std::result::Result<T, Error>;

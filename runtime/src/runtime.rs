@@ -1,0 +1,453 @@
+//! [`Runtime`]: the arena, the mailbox and the service thread for the runtime's lifetime, host-side
+//! allocation through the same resolver the warps use, host access to objects through their
+//! handles, and (per backend) kernel launch or CPU warps.
+//!
+//! Invariants: the service thread runs from `build` until drop; drop first waits for every kernel
+//! of the context (they may be waiting on the mailbox), then stops the service thread (pending
+//! requests get `Shutdown`), then releases the mailbox and the arena. Host copies touch only bytes
+//! of a live object, within its capacity.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
+};
+use orchestrator::stats::StatsSnapshot;
+use orchestrator::{LaneStatus, Mailbox, Resolver, ResolverCounters, Service, Status};
+use parking_lot::Mutex;
+use translator::{Arrangement, Handle, HandleKind, WARP_LANES};
+
+use crate::backend::{Backend, BackendKind, CudaBackend};
+use crate::builder::RuntimeBuilder;
+use crate::cuda::DeviceInfo;
+use crate::error::{Error, Result};
+use crate::gpu::MailboxArg;
+use crate::launch::Launch;
+use crate::nvrtc::Compiler;
+
+/// The alignmalloc runtime. Build one with [`Runtime::builder`].
+pub struct Runtime {
+    backend: Backend,
+    reason: String,
+    resolver: Arc<Mutex<Resolver>>,
+    mailbox: Arc<Mailbox>,
+    service: Option<Service>,
+    mailbox_arg: Option<MailboxArg>,
+}
+
+/// Objects allocated from the host for `threads` threads, in the arranged layout: thread `t`'s
+/// object is `handles()[t]`, laid out as lane `t % 32` of warp `t / 32` would get it.
+#[derive(Debug)]
+pub struct ArrangedAlloc {
+    handles: Vec<Handle>,
+    bytes_each: u64,
+}
+
+impl ArrangedAlloc {
+    /// Thread `t`'s handle is element `t`.
+    pub fn handles(&self) -> &[Handle] {
+        &self.handles
+    }
+
+    /// The handles as raw words, to copy to the device.
+    pub fn words(&self) -> Vec<u64> {
+        self.handles.iter().map(|h| h.0).collect()
+    }
+
+    /// Bytes of each thread's object.
+    pub fn bytes_each(&self) -> u64 {
+        self.bytes_each
+    }
+}
+
+/// Pieces of `len` bytes from `offset` of the object behind `handle`, each contiguous in memory:
+/// `(address, range of the caller's buffer)`. Arranged objects are contiguous within a tile.
+fn pieces(
+    handle: Handle,
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> {
+    let piece = match handle.kind() {
+        HandleKind::Arranged => 1u64 << handle.tile_log2(),
+        HandleKind::Plain => u64::MAX,
+    };
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let at = offset + done as u64;
+        let n = ((piece - at % piece).min((len - done) as u64)) as usize;
+        let item = (handle.translate(at), done..done + n);
+        done += n;
+        Some(item)
+    })
+}
+
+impl Runtime {
+    /// Start configuring a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub(crate) fn new(
+        backend: Backend,
+        reason: String,
+        resolver: Arc<Mutex<Resolver>>,
+        mailbox: Arc<Mailbox>,
+        service: Service,
+    ) -> Self {
+        let mailbox_arg = match &backend {
+            Backend::Cuda(c) => Some(c.pinned.kernel_arg()),
+            Backend::Sim(_) => None,
+        };
+        Self {
+            backend,
+            reason,
+            resolver,
+            mailbox,
+            service: Some(service),
+            mailbox_arg,
+        }
+    }
+
+    /// The backend running.
+    pub fn backend(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// Why this backend was chosen.
+    pub fn backend_reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The GPU, on the cuda backend.
+    pub fn device_info(&self) -> Option<&DeviceInfo> {
+        match &self.backend {
+            Backend::Cuda(c) => Some(&c.info),
+            Backend::Sim(_) => None,
+        }
+    }
+
+    /// The arena's first byte and its size in bytes.
+    pub fn arena(&self) -> (u64, u64) {
+        self.backend.arena()
+    }
+
+    /// The mailbox the warps post to.
+    pub fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.mailbox
+    }
+
+    /// The resolver's counters so far (device and host requests alike).
+    pub fn counters(&self) -> ResolverCounters {
+        self.resolver.lock().counters().clone()
+    }
+
+    /// The service thread's statistics so far.
+    pub fn service_stats(&self) -> StatsSnapshot {
+        self.service
+            .as_ref()
+            .expect("the service runs until drop")
+            .stats()
+            .snapshot()
+    }
+
+    /// Live chunks (warp allocations with at least one object not freed).
+    pub fn live_chunks(&self) -> usize {
+        self.resolver.lock().live_chunks()
+    }
+
+    /// Give quarantined chunks back now and check the allocator's invariants.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let mut r = self.resolver.lock();
+        r.drain_quarantine();
+        r.check_invariants()
+    }
+
+    /// Whether nothing is allocated (after giving quarantined chunks back).
+    pub fn is_empty(&self) -> bool {
+        let mut r = self.resolver.lock();
+        r.drain_quarantine();
+        r.is_empty()
+    }
+
+    fn alloc_error(&self, status: Status, sizes: &[u64; WARP_LANES]) -> Error {
+        let bytes = sizes.iter().sum();
+        let objects = sizes.iter().filter(|&&s| s > 0).count() as u64;
+        match status {
+            Status::SizeOverLimit => Error::SizeOverLimit {
+                bytes: sizes.iter().copied().max().unwrap_or(0),
+                limit: self.resolver.lock().config().geometry.max_lane_bytes(),
+            },
+            _ => Error::OutOfMemory { bytes, objects },
+        }
+    }
+
+    /// One object of `bytes` bytes in plain (thread-contiguous) memory.
+    pub fn alloc(&self, bytes: u64) -> Result<Handle> {
+        if bytes == 0 {
+            return Err(Error::ZeroSize);
+        }
+        let mut sizes = [0; WARP_LANES];
+        sizes[0] = bytes;
+        let result = self.resolver.lock().alloc(&sizes, Arrangement::Contiguous);
+        match result {
+            Ok(a) => Ok(a.handles[0]),
+            Err(status) => Err(self.alloc_error(status, &sizes)),
+        }
+    }
+
+    /// An object of `bytes_each` bytes for each of `threads` threads, warp-arranged: what a
+    /// kernel's warps would get from `am::malloc`, for host code that fills buffers before a
+    /// launch. All or nothing: on failure, nothing stays allocated.
+    pub fn alloc_arranged(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {
+        if threads == 0 || bytes_each == 0 {
+            return Err(Error::ZeroSize);
+        }
+        let mut handles = Vec::with_capacity(threads as usize);
+        let mut r = self.resolver.lock();
+        let arrangement = Arrangement::Arranged(r.config().order);
+        for first in (0..threads as usize).step_by(WARP_LANES) {
+            let lanes = (threads as usize - first).min(WARP_LANES);
+            let sizes = std::array::from_fn(|l| if l < lanes { bytes_each } else { 0 });
+            match r.alloc(&sizes, arrangement) {
+                Ok(a) => handles.extend_from_slice(&a.handles[..lanes]),
+                Err(status) => {
+                    for group in handles.chunks(WARP_LANES) {
+                        let mut lanes = [Handle::NULL; WARP_LANES];
+                        lanes[..group.len()].copy_from_slice(group);
+                        r.free_lanes(&lanes);
+                    }
+                    drop(r);
+                    let mut err = self.alloc_error(status, &sizes);
+                    if let Error::OutOfMemory { bytes, objects } = &mut err {
+                        *bytes = u64::from(threads) * bytes_each;
+                        *objects = u64::from(threads);
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Ok(ArrangedAlloc {
+            handles,
+            bytes_each,
+        })
+    }
+
+    /// Free one object (a null handle is a no-op).
+    pub fn free(&self, handle: Handle) -> Result<()> {
+        match self.resolver.lock().free(handle) {
+            LaneStatus::Ok => Ok(()),
+            status => Err(Error::BadHandle {
+                handle: handle.0,
+                status,
+            }),
+        }
+    }
+
+    /// Free every object of an [`ArrangedAlloc`]; the first failure is returned after all were
+    /// tried.
+    pub fn free_arranged(&self, objects: ArrangedAlloc) -> Result<()> {
+        let mut first_error = None;
+        let mut r = self.resolver.lock();
+        for group in objects.handles.chunks(WARP_LANES) {
+            let mut lanes = [Handle::NULL; WARP_LANES];
+            lanes[..group.len()].copy_from_slice(group);
+            let outcomes = r.free_lanes(&lanes);
+            if let Some(lane) = outcomes.iter().position(|&o| o != LaneStatus::Ok) {
+                first_error.get_or_insert(Error::BadHandle {
+                    handle: lanes[lane].0,
+                    status: outcomes[lane],
+                });
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Bytes the object of `handle` may use from its start.
+    pub fn capacity(&self, handle: Handle) -> Result<u64> {
+        self.resolver
+            .lock()
+            .object_capacity(handle)
+            .map_err(|status| Error::BadHandle {
+                handle: handle.0,
+                status,
+            })
+    }
+
+    fn check_bounds(&self, handle: Handle, offset: u64, len: usize) -> Result<()> {
+        let capacity = self.capacity(handle)?;
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > capacity)
+        {
+            return Err(Error::OutOfBounds {
+                handle: handle.0,
+                offset,
+                len: len as u64,
+                capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copy `bytes` into the object of `handle` from byte `offset`, through its layout. Meant for
+    /// host code before a launch or after it finished; while a kernel writes the same object the
+    /// bytes are simply racy, as with any managed memory.
+    pub fn write(&self, handle: Handle, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.check_bounds(handle, offset, bytes.len())?;
+        for (address, range) in pieces(handle, offset, bytes.len()) {
+            self.backend.copy_in(address, &bytes[range]);
+        }
+        Ok(())
+    }
+
+    /// Copy `out.len()` bytes from the object of `handle` from byte `offset`.
+    pub fn read(&self, handle: Handle, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.check_bounds(handle, offset, out.len())?;
+        for (address, range) in pieces(handle, offset, out.len()) {
+            self.backend.copy_out(address, &mut out[range]);
+        }
+        Ok(())
+    }
+
+    fn cuda(&self, what: &'static str) -> Result<&CudaBackend> {
+        match &self.backend {
+            Backend::Cuda(c) => Ok(c),
+            Backend::Sim(_) => Err(Error::WrongBackend {
+                what,
+                needs: BackendKind::Cuda,
+                running: BackendKind::Sim,
+            }),
+        }
+    }
+
+    /// The CUDA context (cuda backend).
+    pub fn context(&self) -> Result<&Arc<CudaContext>> {
+        Ok(&self.cuda("a CUDA context")?.context)
+    }
+
+    /// The runtime's non-blocking stream (cuda backend). Kernels that call `am::malloc` wait on
+    /// the host, so they must never run on the legacy default stream.
+    pub fn stream(&self) -> Result<&Arc<CudaStream>> {
+        Ok(&self.cuda("a CUDA stream")?.stream)
+    }
+
+    /// The mailbox as a kernel argument (`am::DeviceMailbox` by value; cuda backend).
+    pub fn mailbox_arg(&self) -> Result<&MailboxArg> {
+        self.cuda("a device mailbox")?;
+        Ok(self.mailbox_arg.as_ref().expect("set for the cuda backend"))
+    }
+
+    /// The NVRTC compiler, set up on first use, targeting this GPU, with the alignmalloc headers
+    /// on the include path (cuda backend).
+    pub fn compiler(&self) -> Result<&Compiler> {
+        let c = self.cuda("compiling CUDA C++")?;
+        if let Some(compiler) = c.compiler.get() {
+            return Ok(compiler);
+        }
+        let compiler = Compiler::new()?.with_arch(c.arch);
+        Ok(c.compiler.get_or_init(|| compiler))
+    }
+
+    /// Compile CUDA C++ `source` (which may `#include <alignmalloc/client.cuh>`) and load it.
+    /// `name` names the source in compiler messages.
+    pub fn compile(&self, name: &str, source: &str) -> Result<Arc<CudaModule>> {
+        let ptx = self.compiler()?.compile(name, source)?;
+        Ok(self.cuda("loading a module")?.context.load_module(ptx)?)
+    }
+
+    /// Launch `kernel` on the runtime's stream. Its first parameter must be the
+    /// `am::DeviceMailbox`, which this pushes; `push` adds the others in order.
+    ///
+    /// # Safety
+    /// The arguments `push` adds must match the kernel's remaining parameters in number, order and
+    /// type, as for any CUDA launch, and live until the launch completes.
+    pub unsafe fn launch<'a>(
+        &'a self,
+        kernel: &'a CudaFunction,
+        config: LaunchConfig,
+        push: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<Launch> {
+        let c = self.cuda("launching a kernel")?;
+        let mut args = c.stream.launch_builder(kernel);
+        args.arg(self.mailbox_arg()?);
+        push(&mut args);
+        // SAFETY: the mailbox is the kernel's first parameter (documented contract); the caller
+        // vouches for the rest.
+        unsafe { args.launch(config) }?;
+        let event = c.stream.record_event(None)?;
+        Ok(Launch::new(c.context.clone(), event))
+    }
+
+    /// Run `f` once per warp id in `0..warps` on CPU threads that post to the mailbox like GPU
+    /// warps (sim backend). Returns after every warp returned.
+    pub fn run_warps(&self, warps: u32, f: impl Fn(crate::sim::CpuWarp<'_>) + Sync) -> Result<()> {
+        let Backend::Sim(sim) = &self.backend else {
+            return Err(Error::WrongBackend {
+                what: "CPU warps",
+                needs: BackendKind::Sim,
+                running: self.backend.kind(),
+            });
+        };
+        let workers = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 64)
+            .min(warps as usize);
+        let next = AtomicU32::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    loop {
+                        let warp = next.fetch_add(1, Ordering::Relaxed);
+                        if warp >= warps {
+                            break;
+                        }
+                        f(crate::sim::CpuWarp::new(warp, sim));
+                    }
+                });
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Backend::Cuda(c) = &self.backend {
+            // Kernels may be waiting on the mailbox: let them finish while the service answers.
+            if let Err(e) = c.context.synchronize() {
+                tracing::error!(error = %e, "a kernel failed before the runtime was dropped");
+            }
+        }
+        if let Some(service) = self.service.take() {
+            service.stop();
+        }
+        tracing::info!("runtime stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_of_an_arranged_object_stop_at_tile_ends() {
+        let h = Handle::arranged(1 << 30, 12, 3).unwrap();
+        let got: Vec<_> = pieces(h, 4000, 5000).collect();
+        assert_eq!(
+            got,
+            vec![
+                (h.translate(4000), 0..96),
+                (h.translate(4096), 96..4192),
+                (h.translate(8192), 4192..5000),
+            ]
+        );
+        assert_eq!(got[1].0, (1 << 30) + (32 << 12));
+        let p = Handle::plain(1 << 30, 0).unwrap();
+        assert_eq!(pieces(p, 10, 100_000).count(), 1);
+        assert_eq!(pieces(p, 10, 0).count(), 0);
+    }
+}

@@ -1,0 +1,222 @@
+//! The runtime on the sim backend: backend choice, host allocation and access through handles,
+//! bad input from the host, CPU warps through the mailbox, invariants after everything.
+
+use orchestrator::LaneStatus;
+use runtime::{BackendChoice, BackendKind, Error, Handle, Runtime};
+
+fn sim(arena_mib: u64) -> Runtime {
+    Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(arena_mib << 20)
+        .ports(64)
+        .build()
+        .expect("the sim backend always builds")
+}
+
+#[test]
+fn auto_picks_cuda_only_when_a_gpu_opens() {
+    let gpu = runtime::cuda::open(0).is_ok();
+    let rt = Runtime::builder()
+        .arena_bytes(64 << 20)
+        .ports(64)
+        .build()
+        .unwrap();
+    if gpu {
+        assert_eq!(rt.backend(), BackendKind::Cuda);
+    } else {
+        assert_eq!(rt.backend(), BackendKind::Sim);
+        assert!(
+            rt.backend_reason().starts_with("no GPU"),
+            "{}",
+            rt.backend_reason()
+        );
+        assert!(matches!(
+            rt.compile("x.cu", "__global__ void k() {}"),
+            Err(Error::WrongBackend {
+                needs: BackendKind::Cuda,
+                ..
+            })
+        ));
+        let forced = Runtime::builder().backend(BackendChoice::Cuda).build();
+        assert!(matches!(forced, Err(Error::NoGpu(_))));
+    }
+    assert_eq!(sim(8).backend_reason(), "asked for");
+}
+
+#[test]
+fn bad_configurations_are_refused_with_a_reason() {
+    let tiny = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(3 << 20)
+        .build();
+    assert!(matches!(tiny, Err(Error::Config(m)) if m.contains("minimum")));
+    let fraction = Runtime::builder().arena_fraction(1.5).build();
+    assert!(matches!(fraction, Err(Error::Config(m)) if m.contains("fraction")));
+    assert!("gpu".parse::<BackendChoice>().is_err());
+    assert_eq!("sim".parse::<BackendChoice>(), Ok(BackendChoice::Sim));
+}
+
+/// A byte pattern that differs per object and per offset.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| (i.wrapping_mul(31) ^ seed.wrapping_mul(0x9E37)) as u8)
+        .collect()
+}
+
+#[test]
+fn host_objects_round_trip_through_their_layout() {
+    let rt = sim(256);
+    let plain: Vec<Handle> = [1u64, 100, 2048, 5000, 40_000, 300_000]
+        .iter()
+        .map(|&b| rt.alloc(b).unwrap())
+        .collect();
+    let arranged = rt.alloc_arranged(70, 20_000).unwrap();
+    assert_eq!(arranged.handles().len(), 70);
+    let all: Vec<(Handle, usize)> = plain
+        .iter()
+        .zip([1usize, 100, 2048, 5000, 40_000, 300_000])
+        .map(|(&h, b)| (h, b))
+        .chain(arranged.handles().iter().map(|&h| (h, 20_000)))
+        .collect();
+    for (i, &(h, len)) in all.iter().enumerate() {
+        assert!(rt.capacity(h).unwrap() >= len as u64);
+        rt.write(h, 0, &pattern(i as u64, len)).unwrap();
+    }
+    // Read back after everything was written: a shared byte would show here.
+    for (i, &(h, len)) in all.iter().enumerate() {
+        let mut out = vec![0u8; len];
+        rt.read(h, 0, &mut out).unwrap();
+        assert_eq!(out, pattern(i as u64, len), "object {i}");
+    }
+    // A piece in the middle, across tile boundaries.
+    let h = arranged.handles()[33];
+    let mut mid = vec![0u8; 9000];
+    rt.read(h, 3000, &mut mid).unwrap();
+    assert_eq!(mid, pattern(6 + 33, 20_000)[3000..12_000]);
+    assert_eq!(rt.live_chunks(), 6 + 3);
+    for h in plain {
+        rt.free(h).unwrap();
+    }
+    rt.free_arranged(arranged).unwrap();
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn bad_host_input_gets_a_defined_error_and_leaves_the_allocator_whole() {
+    let rt = sim(64);
+    assert!(matches!(rt.alloc(0), Err(Error::ZeroSize)));
+    assert!(matches!(rt.alloc_arranged(0, 8), Err(Error::ZeroSize)));
+    assert!(matches!(
+        rt.alloc(5 << 30),
+        Err(Error::SizeOverLimit { .. })
+    ));
+    assert!(matches!(rt.alloc(1 << 30), Err(Error::OutOfMemory { .. })));
+    // All or nothing: 4096 threads x 64 KiB do not fit in 64 MiB; nothing stays allocated.
+    assert!(matches!(
+        rt.alloc_arranged(4096, 64 << 10),
+        Err(Error::OutOfMemory { objects: 4096, .. })
+    ));
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+
+    let h = rt.alloc(4096).unwrap();
+    assert!(matches!(
+        rt.write(h, 4000, &[0; 200]),
+        Err(Error::OutOfBounds { capacity, .. }) if capacity >= 4096
+    ));
+    assert!(matches!(
+        rt.write(h, u64::MAX, &[0; 2]),
+        Err(Error::OutOfBounds { .. })
+    ));
+    let interior = Handle(h.0 + 16);
+    assert!(matches!(
+        rt.free(interior),
+        Err(Error::BadHandle {
+            status: LaneStatus::InteriorPointer,
+            ..
+        })
+    ));
+    assert!(matches!(
+        rt.free(Handle(0x1234_5670)),
+        Err(Error::BadHandle {
+            status: LaneStatus::InvalidHandle,
+            ..
+        })
+    ));
+    rt.free(h).unwrap();
+    assert!(matches!(
+        rt.free(h),
+        Err(Error::BadHandle {
+            status: LaneStatus::DoubleFree,
+            ..
+        })
+    ));
+    assert!(matches!(
+        rt.read(h, 0, &mut [0; 8]),
+        Err(Error::BadHandle {
+            status: LaneStatus::DoubleFree,
+            ..
+        })
+    ));
+    rt.free(Handle::NULL).unwrap();
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn cpu_warps_allocate_tag_check_and_free_through_the_mailbox() {
+    let rt = sim(512);
+    let mismatches = std::sync::atomic::AtomicU64::new(0);
+    rt.run_warps(96, |warp| {
+        let mut seed = u64::from(warp.id()) * 0x9E37_79B9 + 1;
+        for round in 0..20u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let sizes = std::array::from_fn(|l| match (seed >> l) % 4 {
+                0 => 0,
+                1 => 8 + (seed >> (l + 8)) % 2040,
+                2 => 4096 + (seed >> (l + 8)) % 20_000,
+                _ => 40_000,
+            } & !7);
+            let mask = (seed >> 32) as u32 | 1;
+            let handles = if round % 3 == 0 {
+                warp.malloc_contiguous(mask, &sizes)
+            } else {
+                warp.malloc(mask, &sizes)
+            }
+            .expect("room for every warp");
+            for (l, h) in handles.iter().enumerate() {
+                if h.is_null() {
+                    continue;
+                }
+                for w in 0..sizes[l] / 8 {
+                    warp.store(*h, w * 8, h.0 ^ w);
+                }
+            }
+            for (l, h) in handles.iter().enumerate() {
+                for w in 0..if h.is_null() { 0 } else { sizes[l] / 8 } {
+                    if warp.load(*h, w * 8) != h.0 ^ w {
+                        mismatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+            let freed = warp.free(u32::MAX, &handles);
+            assert!(freed.lanes.iter().all(|&s| s == LaneStatus::Ok));
+        }
+    })
+    .unwrap();
+    assert_eq!(mismatches.into_inner(), 0);
+    let counters = rt.counters();
+    assert_eq!(counters.by_status[0], 96 * 20 * 2);
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn dropping_a_runtime_with_live_objects_does_not_hang() {
+    let rt = sim(16);
+    let _kept = rt.alloc_arranged(64, 1000).unwrap();
+    drop(rt);
+}
