@@ -6,6 +6,7 @@ use tracing_subscriber::EnvFilter;
 
 mod mailbox_stress;
 mod parity;
+mod selftest;
 
 /// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
 #[derive(Parser)]
@@ -24,6 +25,13 @@ enum Command {
     /// client against the host service thread (all classes, both layouts, divergent calls, bad
     /// inputs). Needs a CUDA GPU and NVRTC; exits non-zero on any failure.
     MailboxStress(mailbox_stress::Args),
+    /// Check the whole allocation path end to end: (a) many threads allocate across all size
+    /// classes, write their owner tag through am::ptr, and the host verifies every byte and that
+    /// nothing overlaps; (b) rounds of random malloc/free verified on the device; (c) bad input
+    /// from device code; (d) fault counters. Runs on the GPU when there is one, else on the sim
+    /// backend with CPU warps. Prints a table, writes JSON with --json, exits non-zero on any
+    /// failure.
+    Selftest(selftest::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +45,6 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::LayoutParity(args) => parity::run(&args),
         Command::MailboxStress(args) => mailbox_stress::run(&args),
+        Command::Selftest(args) => selftest::run(&args),
     }
 }

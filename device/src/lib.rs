@@ -47,8 +47,14 @@ pub const MAILBOX_STRESS: Source = Source {
     text: include_str!("../kernels/mailbox_stress.cu"),
 };
 
+/// The `alignmalloc selftest` kernels: fill and verify, rounds of malloc/free, bad input.
+pub const SELFTEST: Source = Source {
+    path: "selftest.cu",
+    text: include_str!("../kernels/selftest.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
-pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS];
+pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST];
 
 #[cfg(test)]
 mod tests {

@@ -188,6 +188,8 @@ pub fn handles_from_reply(reply: &ReplyRecord, sizes: &[u64; WARP_LANES]) -> [Ha
 /// and written as 64-bit words (atomically, so even a buggy allocator handing one byte to two
 /// threads yields a detectable mismatch rather than undefined behaviour).
 pub struct HostArena {
+    /// The allocation, a VABlock larger than the arena so that the arena can start 2 MiB aligned.
+    allocation: *mut u8,
     base: *mut AtomicU64,
     bytes: usize,
     layout: std::alloc::Layout,
@@ -202,15 +204,23 @@ unsafe impl Sync for HostArena {}
 impl HostArena {
     /// `blocks` zeroed VABlocks (pages are committed lazily by the OS).
     pub fn new(blocks: usize) -> Self {
-        let bytes = blocks.max(1) * ortree::VABLOCK_BYTES as usize;
-        let layout = std::alloc::Layout::from_size_align(bytes, ortree::VABLOCK_BYTES as usize)
+        let block = ortree::VABLOCK_BYTES as usize;
+        let bytes = blocks.max(1) * block;
+        // Word alignment and one spare block, aligned by hand: a zeroed allocation of ordinary
+        // alignment comes from fresh, already zero pages, while an over-aligned one would be
+        // zeroed byte by byte (seconds for gigabytes).
+        let layout = std::alloc::Layout::from_size_align(bytes + block, 8)
             .expect("arena size fits a layout");
         // SAFETY: the layout has a non-zero size.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
-        if base.is_null() {
+        let allocation = unsafe { std::alloc::alloc_zeroed(layout) };
+        if allocation.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
+        let skip = (allocation as usize).next_multiple_of(block) - allocation as usize;
+        // SAFETY: `skip < block`, so the arena's `bytes` lie inside the allocation.
+        let base = unsafe { allocation.add(skip) }.cast::<AtomicU64>();
         Self {
+            allocation,
             base,
             bytes,
             layout,
@@ -309,6 +319,6 @@ impl HostArena {
 impl Drop for HostArena {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.base.cast(), self.layout) };
+        unsafe { std::alloc::dealloc(self.allocation, self.layout) };
     }
 }

@@ -4,7 +4,8 @@
 //! - [`records`]: request and reply records (twins of `device/include/alignmalloc/records.h`).
 //! - [`mailbox`]: the ports, single-writer words, and the post/ack handshake.
 //! - [`resolver`]: allocation and free against `ortree` and `translator`, with every bad input
-//!   turned into a defined status; [`generations`] tells stale handles from live ones.
+//!   turned into a defined status, over the arena's segments (one per reservation);
+//!   [`generations`] tells stale handles from live ones.
 //! - [`service`]: the service thread (sweep, batch, resolve, reply) and its shutdown.
 //! - [`stats`]: counters and histograms of the service.
 //! - [`cpu`]: warps played by CPU threads, and a host arena, to run the whole path without a GPU.
@@ -24,6 +25,8 @@ pub mod records;
 pub mod regions;
 #[cfg(not(loom))]
 pub mod resolver;
+#[cfg(not(loom))]
+mod segment;
 #[cfg(not(loom))]
 pub mod service;
 #[cfg(not(loom))]

@@ -1,45 +1,22 @@
-//! The resolver: turns warp requests into chunks and back, against the host structures.
+//! The resolver: turns warp requests into chunks and back, against the arena's segments.
 //!
-//! The arena is `arena_blocks` VABlocks of 2 MiB from `arena_base`. Its first `small_blocks`
-//! blocks are the small space, an `OrTree` of 256 B units; the rest is shared by large chunks
-//! (runs of VABlocks in the arena `OrTree`) and portion VABlocks (taken by the `PortionPool` on
-//! demand, given back when empty).
+//! The arena is one or more segments (contiguous reservations, [`crate::segment`]): the first is
+//! made with the resolver, later ones are added as the arena grows ([`Resolver::add_segment`]). An
+//! allocation is placed in the first segment with room; a free goes to the segment its address
+//! lies in, and an address in no segment is an invalid handle. Every request gets a defined
+//! status; counters are kept here, over all segments.
 //!
-//! Every live chunk is recorded by its base address with the handles its lanes were given, so a
-//! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
-//! freed; one whose object was freed, or whose address now holds a newer object (its 7-bit
-//! generation differs), is a double free; one that points inside a chunk but not at a lane's start
-//! is an interior pointer; anything else is invalid. Generations count per object address
-//! ([`Generations`]), so a stale handle passes for a live one only after 127 new objects started
-//! at its exact address (documented limit). An address in no live chunk at which an object once
-//! started is a double free; any other is invalid.
-//!
-//! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
-//! back to the structures, so a just-freed address is not handed out again at once: leftmost-first
-//! reuse would otherwise put new objects at a hot address again and again while a delayed warp's
-//! stale free is still on its way (on the GPU such frees arrived seconds late). An allocation that
-//! finds no room drains the quarantine and tries again, so the quarantine never causes an
-//! out-of-memory.
-//!
-//! Invariants ([`Resolver::check_invariants`]): the structures' own invariants; no two live or
-//! quarantined chunks overlap, and each one's units are allocated in its structure; the owner
-//! arrays lead from a chunk's first and last byte to it; the structures hold exactly the live and
-//! quarantined chunks (plus the small space's blocks in the arena); every live chunk has a live
-//! lane.
+//! Invariants ([`Resolver::check_invariants`]): each segment's own (see [`crate::segment`]), and
+//! no two segments overlap.
 
-use std::collections::VecDeque;
-
-use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
+use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SMALL_UNIT_BYTES, SizeClass,
-    SlotOrder, WARP_LANES, lane_handles,
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES,
 };
 
-use crate::chunks::{ChunkTable, Extent};
-use crate::generations::Generations;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
-use crate::regions::ArenaRegions;
+use crate::segment::Segment;
 
 /// The default small space is at most this many VABlocks (1 GiB): small chunks are at most
 /// 64 KiB, and its generation table costs a byte per 16 bytes.
@@ -88,37 +65,6 @@ pub enum ResolverError {
     BadConfig(&'static str),
 }
 
-/// Where a chunk's memory came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    Small { unit: usize, units: usize },
-    Portion { block: usize, leaf: u32 },
-    Large { block: usize, blocks: usize },
-}
-
-#[derive(Clone, Debug)]
-struct LiveChunk {
-    base: u64,
-    bytes: u64,
-    place: Place,
-    /// Lanes still holding their object.
-    live: u32,
-    /// Bytes of each lane's object in a portion or large chunk, either layout; 0 in a small
-    /// chunk, whose objects are packed.
-    lane_span: u64,
-    /// What each lane was given (null for lanes that asked 0).
-    handles: [Handle; WARP_LANES],
-}
-
-impl Extent for LiveChunk {
-    fn base(&self) -> u64 {
-        self.base
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
 /// Counters kept by the resolver (host-side and device requests alike).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResolverCounters {
@@ -148,70 +94,53 @@ pub struct Allocation {
 /// The allocator state behind the service thread.
 pub struct Resolver {
     config: ResolverConfig,
-    arena: OrTree,
-    small: OrTree,
-    pool: PortionPool,
-    chunks: ChunkTable<LiveChunk>,
-    /// Freed chunks not yet given back: (base, bytes, place), oldest first.
-    quarantine: VecDeque<(u64, u64, Place)>,
-    quarantined_bytes: u64,
-    generations: Generations,
+    /// The arena's segments, in the order they were reserved (and are asked for room).
+    segments: Vec<Segment>,
     counters: ResolverCounters,
-}
-
-/// A run allocation's result: no room (or a run longer than the tree) is out of memory; any
-/// other error means the resolver built a bad request, a bug.
-fn run_or_oom(result: Result<usize, OrTreeError>) -> Result<usize, Status> {
-    match result {
-        Ok(start) => Ok(start),
-        Err(OrTreeError::NoSpace { .. } | OrTreeError::RunTooLong { .. }) => {
-            Err(Status::OutOfMemory)
-        }
-        Err(e) => unreachable!("run requests are valid: {e}"),
-    }
+    /// An allocation found no room since [`Resolver::take_out_of_memory`] last looked.
+    out_of_memory_seen: bool,
 }
 
 impl Resolver {
-    /// A resolver with every byte of the arena free.
+    /// A resolver over one segment with every byte free.
     pub fn new(config: ResolverConfig) -> Result<Self, ResolverError> {
-        let bad = |why| Err(ResolverError::BadConfig(why));
-        if config.arena_base == 0 || !config.arena_base.is_multiple_of(VABLOCK_BYTES) {
-            return bad("the arena base must be a non-zero multiple of 2 MiB");
-        }
-        if config.arena_blocks < 2 || config.small_blocks == 0 {
-            return bad("the arena needs at least 2 VABlocks and the small space at least 1");
-        }
-        if config.small_blocks >= config.arena_blocks {
-            return bad("the small space must leave VABlocks for portion and large chunks");
-        }
-        let end = config.arena_blocks as u64 * VABLOCK_BYTES + config.arena_base;
-        if end > 1 << translator::ADDRESS_BITS {
-            return bad("the arena must end below 2^48");
-        }
-        let mut arena = OrTree::new(config.arena_blocks).expect("at least 2 blocks");
-        arena
-            .alloc_at(0, config.small_blocks)
-            .expect("a fresh arena is free");
-        let small_units = config.small_blocks * (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
-        let regions = ArenaRegions::new(
-            config.arena_base,
-            config.small_blocks as u64 * VABLOCK_BYTES,
-            config.arena_blocks as u64 * VABLOCK_BYTES,
-        );
         Ok(Self {
-            small: OrTree::new(small_units).expect("at least one block"),
-            generations: Generations::new(regions),
-            chunks: ChunkTable::new(regions),
-            arena,
-            pool: PortionPool::new(),
-            quarantine: VecDeque::new(),
-            quarantined_bytes: 0,
-            counters: ResolverCounters::default(),
+            segments: vec![Segment::new(&config)?],
             config,
+            counters: ResolverCounters::default(),
+            out_of_memory_seen: false,
         })
     }
 
-    /// The configuration.
+    /// Add a segment of `blocks` VABlocks at `base` (2 MiB aligned, overlapping no segment), set
+    /// up like the first: a sixteenth for small chunks (at most 1 GiB), the same thresholds,
+    /// slot order and quarantine bounds.
+    pub fn add_segment(&mut self, base: u64, blocks: usize) -> Result<(), ResolverError> {
+        let end = base.saturating_add(blocks as u64 * VABLOCK_BYTES);
+        if self.segments.iter().any(|s| {
+            let (start, bytes) = s.range();
+            base < start + bytes && start < end
+        }) {
+            return Err(ResolverError::BadConfig(
+                "a new segment overlaps an existing one",
+            ));
+        }
+        let mut config = ResolverConfig::new(base, blocks);
+        config.geometry = self.config.geometry;
+        config.order = self.config.order;
+        config.quarantine_chunks = self.config.quarantine_chunks;
+        config.quarantine_bytes = self.config.quarantine_bytes;
+        self.segments.push(Segment::new(&config)?);
+        tracing::info!(
+            base = format_args!("{base:#x}"),
+            blocks,
+            segments = self.segments.len(),
+            "arena segment added"
+        );
+        Ok(())
+    }
+
+    /// The first segment's configuration (thresholds, slot order, quarantine bounds).
     pub fn config(&self) -> &ResolverConfig {
         &self.config
     }
@@ -221,32 +150,46 @@ impl Resolver {
         &self.counters
     }
 
+    /// Segments: (first byte, bytes) of each.
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        self.segments.iter().map(Segment::range).collect()
+    }
+
+    /// VABlocks taken (small spaces count whole) and in all, over every segment.
+    pub fn blocks_used(&self) -> (usize, usize) {
+        self.segments.iter().fold((0, 0), |(u, t), s| {
+            let (used, total) = s.blocks_used();
+            (u + used, t + total)
+        })
+    }
+
+    /// Whether an allocation found no room since the last call; clears the flag.
+    pub fn take_out_of_memory(&mut self) -> bool {
+        std::mem::take(&mut self.out_of_memory_seen)
+    }
+
     /// Live chunks.
     pub fn live_chunks(&self) -> usize {
-        self.chunks.len()
+        self.segments.iter().map(Segment::live_chunks).sum()
     }
 
     /// Freed chunks waiting in the quarantine.
     pub fn quarantined_chunks(&self) -> usize {
-        self.quarantine.len()
+        self.segments.iter().map(Segment::quarantined_chunks).sum()
     }
 
     /// Give every quarantined chunk back to its structure now.
     pub fn drain_quarantine(&mut self) {
-        while let Some((base, bytes, place)) = self.quarantine.pop_front() {
-            self.quarantined_bytes -= bytes;
-            self.return_place(base, place);
-        }
+        self.segments.iter_mut().for_each(Segment::drain_quarantine);
     }
 
-    /// Whether nothing is allocated or quarantined (only the small space's reservation in the
-    /// arena).
+    /// Whether nothing is allocated or quarantined.
     pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
-            && self.quarantine.is_empty()
-            && self.small.allocated_count() == 0
-            && self.pool.block_count() == 0
-            && self.arena.allocated_count() == self.config.small_blocks
+        self.segments.iter().all(Segment::is_empty)
+    }
+
+    fn segment_of(&self, address: u64) -> Option<&Segment> {
+        self.segments.iter().find(|s| s.contains(address))
     }
 
     /// Answer one request. Never panics on any request content.
@@ -340,119 +283,38 @@ impl Resolver {
             Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
             Err(e) => unreachable!("geometry fails only over the limit: {e}"),
         };
-        let (place, base) = match self.place(&geometry) {
-            Err(Status::OutOfMemory) if !self.quarantine.is_empty() => {
-                self.drain_quarantine();
-                self.place(&geometry)?
-            }
-            other => other?,
-        };
-        let unstamped = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
-            .expect("arena addresses fit handles");
-        let handles = unstamped.map(|h| {
-            if h.is_null() {
-                h
-            } else {
-                h.with_generation(self.generations.next(h.address()))
-            }
-        });
-        let live = sizes
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (lane, &s)| if s > 0 { m | 1 << lane } else { m });
-        let class = geometry.class as usize;
-        self.counters.chunks_by_class[class] += 1;
-        self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
-        tracing::trace!(
-            base = format_args!("{base:#x}"),
-            bytes = geometry.chunk_bytes,
-            handles = ?handles.iter().map(|h| format!("{:#x}", h.0)).collect::<Vec<_>>(),
-            "chunk"
-        );
-        self.chunks.insert(LiveChunk {
-            base,
-            bytes: geometry.chunk_bytes,
-            place,
-            live,
-            lane_span: if geometry.is_arranged() {
-                geometry.lane_span
-            } else {
-                0
-            },
-            handles,
-        });
-        Ok(Allocation {
-            geometry: Some(geometry),
-            chunk_base: base,
-            handles,
-        })
-    }
-
-    /// Find memory for a chunk of `geometry` in the structure of its class.
-    fn place(&mut self, geometry: &Geometry) -> Result<(Place, u64), Status> {
-        let base = self.config.arena_base;
-        match geometry.class {
-            SizeClass::Small => {
-                let units = geometry.units as usize;
-                let unit = run_or_oom(self.small.alloc_run(units, 1))?;
-                Ok((
-                    Place::Small { unit, units },
-                    base + unit as u64 * SMALL_UNIT_BYTES,
-                ))
-            }
-            SizeClass::Portion => {
-                match self.pool.alloc(&mut self.arena, geometry.warptree_log2()) {
-                    Ok(w) => Ok((
-                        Place::Portion {
-                            block: w.block,
-                            leaf: w.first_leaf,
-                        },
-                        base + w.arena_offset(),
-                    )),
-                    Err(PortionError::ArenaFull) => Err(Status::OutOfMemory),
-                    Err(e) => unreachable!("warptree request is valid: {e}"),
+        for segment in &mut self.segments {
+            match segment.alloc(geometry, sizes, arrangement) {
+                Ok((base, handles)) => {
+                    let class = geometry.class as usize;
+                    self.counters.chunks_by_class[class] += 1;
+                    self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
+                    return Ok(Allocation {
+                        geometry: Some(geometry),
+                        chunk_base: base,
+                        handles,
+                    });
                 }
-            }
-            SizeClass::Large => {
-                // A run longer than the arena answers RunTooLong: out of memory too.
-                let blocks = usize::try_from(geometry.units).unwrap_or(usize::MAX);
-                let block = run_or_oom(self.arena.alloc_run(blocks, 1))?;
-                Ok((
-                    Place::Large { block, blocks },
-                    base + block as u64 * VABLOCK_BYTES,
-                ))
+                Err(Status::OutOfMemory) => continue,
+                Err(other) => return Err(other),
             }
         }
+        self.out_of_memory_seen = true;
+        Err(Status::OutOfMemory)
+    }
+    /// The base address of the live chunk holding `address`, if any.
+    pub fn chunk_containing(&self, address: u64) -> Option<u64> {
+        self.segment_of(address)?.chunk_containing(address)
     }
 
     /// How many bytes from its start the live object of `handle` may use: the lane's span in a
-    /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err` tells why
-    /// the handle is not a live object, as a free of it would.
+    /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err`
+    /// tells why the handle is not a live object, as a free of it would.
     pub fn object_capacity(&self, handle: Handle) -> Result<u64, LaneStatus> {
-        if handle.is_null() {
-            return Err(LaneStatus::InvalidHandle);
+        match self.segment_of(handle.address()) {
+            Some(segment) if !handle.is_null() => segment.object_capacity(handle),
+            _ => Err(LaneStatus::InvalidHandle),
         }
-        let address = handle.address();
-        let Some(chunk) = self.chunks.find(address) else {
-            return Err(self.classify_dead(address));
-        };
-        let lane = handle.lane() as usize;
-        if chunk.handles[lane] != handle {
-            return Err(Self::mismatch(chunk, handle));
-        }
-        if chunk.live >> lane & 1 == 0 {
-            return Err(LaneStatus::DoubleFree);
-        }
-        if chunk.lane_span > 0 {
-            return Ok(chunk.lane_span);
-        }
-        let end = chunk
-            .handles
-            .iter()
-            .map(|h| h.address())
-            .filter(|&a| a > address)
-            .fold(chunk.base + chunk.bytes, u64::min);
-        Ok(end - address)
     }
 
     /// Free one lane's object. A null handle is a no-op (`Ok`).
@@ -462,35 +324,42 @@ impl Resolver {
         self.free_lanes(&handles)[0]
     }
 
-    /// Free each lane's object. The lanes of a warp nearly always free objects of one or two
-    /// chunks, so one ordered lookup serves every lane whose address falls in the chunk found; a
-    /// chunk whose last lane is freed is released after all its lanes were judged.
+    /// Free each lane's object: each segment judges the lanes whose address it holds; a lane
+    /// whose address lies in no segment is an invalid handle.
     pub fn free_lanes(&mut self, handles: &[Handle; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
         let mut outcomes = [LaneStatus::Ok; WARP_LANES];
         let mut pending: u32 = handles
             .iter()
             .enumerate()
             .fold(0, |m, (l, h)| if h.is_null() { m } else { m | 1 << l });
-        while pending != 0 {
-            let first = pending.trailing_zeros() as usize;
-            let address = handles[first].address();
-            let Some(chunk) = self.chunks.find_mut(address) else {
-                outcomes[first] = self.classify_dead(address);
-                pending &= !(1 << first);
+        for segment in &mut self.segments {
+            if pending == 0 {
+                break;
+            }
+            let mine: u32 = (0..WARP_LANES)
+                .filter(|&l| pending >> l & 1 == 1 && segment.contains(handles[l].address()))
+                .fold(0, |m, l| m | 1 << l);
+            if mine == 0 {
                 continue;
-            };
-            let (base, end) = (chunk.base, chunk.base + chunk.bytes);
-            let mut lanes = pending;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                if (base..end).contains(&handles[lane].address()) {
-                    outcomes[lane] = Self::judge(chunk, handles[lane]);
-                    pending &= !(1 << lane);
+            }
+            let lanes = std::array::from_fn(|l| {
+                if mine >> l & 1 == 1 {
+                    handles[l]
+                } else {
+                    Handle::NULL
+                }
+            });
+            let judged = segment.free_lanes(&lanes);
+            for (l, outcome) in outcomes.iter_mut().enumerate() {
+                if mine >> l & 1 == 1 {
+                    *outcome = judged[l];
                 }
             }
-            if chunk.live == 0 {
-                self.release(base);
+            pending &= !mine;
+        }
+        for (l, outcome) in outcomes.iter_mut().enumerate() {
+            if pending >> l & 1 == 1 {
+                *outcome = LaneStatus::InvalidHandle;
             }
         }
         for (handle, outcome) in handles.iter().zip(&outcomes) {
@@ -510,177 +379,15 @@ impl Resolver {
         outcomes
     }
 
-    /// The outcome of freeing `handle`, whose address lies in `chunk`; clears its live bit if Ok.
-    fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
-        let lane = handle.lane() as usize;
-        let expected = chunk.handles[lane];
-        if handle == expected {
-            if chunk.live >> lane & 1 == 0 {
-                return LaneStatus::DoubleFree;
-            }
-            chunk.live &= !(1 << lane);
-            return LaneStatus::Ok;
-        }
-        Self::mismatch(chunk, handle)
-    }
-
-    /// What a handle whose address lies in `chunk` but which is not its lane's handle is.
-    fn mismatch(chunk: &LiveChunk, handle: Handle) -> LaneStatus {
-        let address = handle.address();
-        let expected = chunk.handles[handle.lane() as usize];
-        if !expected.is_null() && address == expected.address() {
-            // Same object start, other bits differ: an older generation is a stale handle.
-            return if handle.with_generation(expected.generation()) == expected {
-                LaneStatus::DoubleFree
-            } else {
-                LaneStatus::InvalidHandle
-            };
-        }
-        if chunk
-            .handles
-            .iter()
-            .any(|h| !h.is_null() && h.address() == address)
-        {
-            LaneStatus::InvalidHandle // another lane's object start under a forged lane field
-        } else {
-            LaneStatus::InteriorPointer
-        }
-    }
-
-    /// An address in no live chunk: a double free if an object once started there.
-    fn classify_dead(&self, address: u64) -> LaneStatus {
-        if self.generations.seen(address) {
-            LaneStatus::DoubleFree
-        } else {
-            LaneStatus::InvalidHandle
-        }
-    }
-
-    /// A chunk has no live lane: quarantine its place; the oldest quarantined places beyond the
-    /// bounds go back to their structures.
-    fn release(&mut self, base: u64) {
-        let chunk = self.chunks.remove(base).expect("released chunks are live");
-        self.quarantine.push_back((base, chunk.bytes, chunk.place));
-        self.quarantined_bytes += chunk.bytes;
-        while self.quarantine.len() > self.config.quarantine_chunks
-            || self.quarantined_bytes > self.config.quarantine_bytes
-        {
-            let Some((base, bytes, place)) = self.quarantine.pop_front() else {
-                break;
-            };
-            self.quarantined_bytes -= bytes;
-            self.return_place(base, place);
-        }
-    }
-
-    /// Give a chunk's place back to its structure.
-    fn return_place(&mut self, base: u64, place: Place) {
-        let result = match place {
-            Place::Small { unit, units } => {
-                self.small.free_run(unit, units).map_err(PortionError::from)
-            }
-            Place::Portion { block, leaf } => {
-                self.pool.free(&mut self.arena, block, leaf).map(|_| ())
-            }
-            Place::Large { block, blocks } => self
-                .arena
-                .free_run(block, blocks)
-                .map_err(PortionError::from),
-        };
-        if let Err(e) = result {
-            // Only a bug gets here: the structures disagree with the chunk table.
-            tracing::error!(base, ?place, error = %e, "structures refused a release");
-            debug_assert!(false, "structures refused a release: {e}");
-        }
-    }
-
     /// Verify the invariants listed in the module docs.
     pub fn check_invariants(&self) -> Result<(), String> {
-        self.arena.check_invariants().map_err(|e| e.to_string())?;
-        self.small.check_invariants().map_err(|e| e.to_string())?;
-        self.pool
-            .check_invariants(&self.arena)
-            .map_err(|e| e.to_string())?;
-        if let Some(c) = self.chunks.iter().find(|c| c.live == 0) {
-            return Err(format!(
-                "chunk at {:#x} has no live lane but was kept",
-                c.base
-            ));
+        for segment in &self.segments {
+            segment.check_invariants()?;
         }
-        for c in self.chunks.iter() {
-            for address in [c.base, c.base + c.bytes - 1] {
-                if self.chunks.find(address).map(|f| f.base) != Some(c.base) {
-                    return Err(format!(
-                        "address {address:#x} does not lead to its chunk at {:#x}",
-                        c.base
-                    ));
-                }
-            }
-        }
-        let quarantined: u64 = self.quarantine.iter().map(|q| q.1).sum();
-        if quarantined != self.quarantined_bytes {
-            return Err(format!(
-                "quarantine holds {quarantined} bytes, counted {}",
-                self.quarantined_bytes
-            ));
-        }
-        let mut held: Vec<(u64, u64, Place)> = self
-            .chunks
-            .iter()
-            .map(|c| (c.base, c.bytes, c.place))
-            .chain(self.quarantine.iter().copied())
-            .collect();
-        held.sort_unstable_by_key(|h| h.0);
-        let mut end = 0u64;
-        let (mut small_units, mut large_blocks, mut portions) = (0usize, 0usize, 0usize);
-        for (base, bytes, place) in held {
-            if base < end {
-                return Err(format!("chunk at {base:#x} overlaps the one before"));
-            }
-            end = base + bytes;
-            let allocated = match place {
-                Place::Small { unit, units } => {
-                    small_units += units;
-                    (unit..unit + units).all(|u| self.small.is_free(u) == Ok(false))
-                }
-                Place::Large { block, blocks } => {
-                    large_blocks += blocks;
-                    (block..block + blocks).all(|b| self.arena.is_free(b) == Ok(false))
-                }
-                Place::Portion { block, leaf } => {
-                    portions += 1;
-                    self.pool
-                        .block(block)
-                        .is_some_and(|t| t.warptrees().iter().any(|&(l, _)| l == leaf))
-                }
-            };
-            if !allocated {
-                return Err(format!(
-                    "chunk at {base:#x} ({place:?}) is not allocated in its structure"
-                ));
-            }
-        }
-        if small_units != self.small.allocated_count() {
-            return Err(format!(
-                "small space: {} units allocated, chunks hold {small_units}",
-                self.small.allocated_count()
-            ));
-        }
-        let pool_warptrees: usize = (0..self.config.arena_blocks)
-            .filter_map(|b| self.pool.block(b))
-            .map(|t| t.warptrees().len())
-            .sum();
-        if pool_warptrees != portions {
-            return Err(format!(
-                "pool holds {pool_warptrees} warptrees, chunks {portions}"
-            ));
-        }
-        let arena_used = self.config.small_blocks + large_blocks + self.pool.block_count();
-        if arena_used != self.arena.allocated_count() {
-            return Err(format!(
-                "arena: {} blocks allocated, accounted {arena_used}",
-                self.arena.allocated_count()
-            ));
+        let mut ranges = self.segments();
+        ranges.sort_unstable();
+        if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+            return Err("two segments overlap".into());
         }
         Ok(())
     }

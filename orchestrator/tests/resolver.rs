@@ -20,6 +20,16 @@ fn resolver() -> Resolver {
     Resolver::new(config).unwrap()
 }
 
+/// The same capacity in two segments with a gap between them: a small first one and a second
+/// added as the arena grows.
+fn segmented_resolver() -> Resolver {
+    let mut config = ResolverConfig::new(BASE, 8);
+    config.small_blocks = 1;
+    let mut r = Resolver::new(config).unwrap();
+    r.add_segment(BASE + (64 << 21), BLOCKS - 8).unwrap();
+    r
+}
+
 /// A resolver that reuses freed places at once, to test generations on exact reuse.
 fn resolver_without_quarantine() -> Resolver {
     let mut config = ResolverConfig::new(BASE, BLOCKS);
@@ -152,8 +162,12 @@ fn free_one(r: &mut Resolver, lane: u32, h: Handle) -> LaneStatus {
     LaneStatus::from_code(reply.lane_status[lane as usize]).unwrap()
 }
 
-fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let mut r = resolver();
+fn run(steps: Vec<Step>, segmented: bool) -> Result<(), TestCaseError> {
+    let mut r = if segmented {
+        segmented_resolver()
+    } else {
+        resolver()
+    };
     let mut occupied = Occupancy::default();
     // Live lane objects: (handle, size), and freed ones (for double frees).
     let mut live: Vec<(Handle, u64)> = Vec::new();
@@ -186,7 +200,8 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                                 next_owner += 1;
                                 for (s, e) in ranges(handles[lane], masked[lane]) {
                                     prop_assert!(
-                                        s >= BASE && e <= BASE + BLOCKS as u64 * (2 << 20)
+                                        r.segments().iter().any(|&(b, n)| s >= b && e <= b + n),
+                                        "{s:#x}..{e:#x} in no segment"
                                     );
                                     occupied.insert(next_owner, s, e)?;
                                 }
@@ -292,8 +307,57 @@ proptest! {
 
     #[test]
     fn resolver_hands_out_disjoint_memory_and_rejects_bad_frees(steps in prop::collection::vec(step(), 1..250)) {
-        run(steps)?;
+        run(steps, false)?;
     }
+
+    #[test]
+    fn segments_hand_out_disjoint_memory_and_judge_frees_alike(steps in prop::collection::vec(step(), 1..250)) {
+        run(steps, true)?;
+    }
+}
+
+#[test]
+fn segments_fill_in_order_and_refuse_overlap() {
+    let mut config = ResolverConfig::new(BASE, 4);
+    config.small_blocks = 1;
+    let mut r = Resolver::new(config).unwrap();
+    let second = BASE + (16 << 21);
+    assert!(
+        r.add_segment(BASE + (2 << 21), 4).is_err(),
+        "overlaps the first"
+    );
+    assert!(r.add_segment(second + 1, 4).is_err(), "not 2 MiB aligned");
+    let large = |r: &mut Resolver| {
+        let mut sizes = [0u64; 32];
+        sizes[0] = 100 << 10; // 2 units: a 4 MiB chunk of 2 VABlocks
+        r.alloc(&sizes, Arrangement::Contiguous)
+    };
+    let first = large(&mut r).unwrap();
+    assert!(first.chunk_base < BASE + (4 << 21));
+    assert_eq!(large(&mut r), Err(Status::OutOfMemory));
+    assert!(r.take_out_of_memory() && !r.take_out_of_memory());
+    r.add_segment(second, 8).unwrap();
+    let moved = large(&mut r).unwrap();
+    assert!(moved.chunk_base >= second, "{:#x}", moved.chunk_base);
+    assert_eq!(
+        r.blocks_used(),
+        (1 + 2 + 1 + 2, 12),
+        "small spaces count whole"
+    );
+    // One warp frees objects of both segments and an address between them.
+    let mut lanes = [Handle::NULL; 32];
+    lanes[0] = first.handles[0];
+    lanes[1] = moved.handles[0];
+    lanes[2] = Handle(BASE + (8 << 21));
+    let outcomes = r.free_lanes(&lanes);
+    assert_eq!(
+        outcomes[..3],
+        [LaneStatus::Ok, LaneStatus::Ok, LaneStatus::InvalidHandle]
+    );
+    r.check_invariants().unwrap();
+    r.drain_quarantine();
+    assert!(r.is_empty());
+    assert_eq!(r.segments().len(), 2);
 }
 
 #[test]

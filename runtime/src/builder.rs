@@ -3,15 +3,16 @@
 
 use std::sync::{Arc, OnceLock};
 
-use orchestrator::cpu::{CpuDevice, HostArena};
+use orchestrator::cpu::CpuDevice;
 use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig};
 use ortree::VABLOCK_BYTES;
 use parking_lot::Mutex;
 use translator::SlotOrder;
 
+use crate::arena::ArenaMemory;
 use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBackend};
 use crate::error::{Error, Result};
-use crate::gpu::{ManagedArena, PinnedMailbox};
+use crate::gpu::PinnedMailbox;
 use crate::runtime::Runtime;
 
 /// Default share of free device memory the arena takes.
@@ -27,11 +28,13 @@ pub struct RuntimeBuilder {
     backend: BackendChoice,
     device: usize,
     arena_bytes: Option<u64>,
+    max_arena_bytes: Option<u64>,
     arena_fraction: f64,
     allow_oversubscription: bool,
     ports: usize,
     order: SlotOrder,
     service: ServiceConfig,
+    fault_counters: bool,
 }
 
 impl Default for RuntimeBuilder {
@@ -40,11 +43,13 @@ impl Default for RuntimeBuilder {
             backend: BackendChoice::Auto,
             device: 0,
             arena_bytes: None,
+            max_arena_bytes: None,
             arena_fraction: DEFAULT_ARENA_FRACTION,
             allow_oversubscription: false,
             ports: DEFAULT_PORTS,
             order: SlotOrder::Pattern,
             service: ServiceConfig::default(),
+            fault_counters: false,
         }
     }
 }
@@ -66,6 +71,14 @@ impl RuntimeBuilder {
     /// memory on the GPU, 4 GiB of lazily committed host memory in the simulation).
     pub fn arena_bytes(mut self, bytes: u64) -> Self {
         self.arena_bytes = Some(bytes);
+        self
+    }
+
+    /// Let the arena grow, by reservations of its first size, up to `bytes` in all (default: no
+    /// growth). It grows when an allocation finds no room or three quarters of it are taken;
+    /// each reservation must fit in free device memory unless oversubscription is allowed.
+    pub fn max_arena_bytes(mut self, bytes: u64) -> Self {
+        self.max_arena_bytes = Some(bytes);
         self
     }
 
@@ -100,6 +113,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Count unified-memory migrations and page faults with CUPTI (cuda backend, feature
+    /// `cupti`); read them with [`Runtime::take_faults`]. Off by default: CUPTI adds work to
+    /// every migration.
+    pub fn fault_counters(mut self, on: bool) -> Self {
+        self.fault_counters = on;
+        self
+    }
+
     /// Pick the backend, reserve the arena, register the mailbox and start the service thread.
     pub fn build(self) -> Result<Runtime> {
         if !(self.arena_fraction > 0.0 && self.arena_fraction <= 1.0) {
@@ -124,19 +145,34 @@ impl RuntimeBuilder {
             },
         };
         tracing::info!(backend = ?kind, %reason, "backend chosen");
+        if self.fault_counters {
+            if kind != BackendKind::Cuda {
+                return Err(Error::WrongBackend {
+                    what: "fault counters",
+                    needs: BackendKind::Cuda,
+                    running: kind,
+                });
+            }
+            if cfg!(not(feature = "cupti")) {
+                return Err(Error::Config(
+                    "fault counters need the runtime built with the `cupti` feature".into(),
+                ));
+            }
+        }
         let mailbox = Arc::new(Mailbox::new(self.ports)?);
-        let backend = match opened {
+        let (backend, memory) = match opened {
             Some((context, info)) => self.cuda(context, info, &mailbox)?,
             None => {
                 let bytes = self.arena_bytes.unwrap_or(DEFAULT_SIM_ARENA_BYTES);
                 let blocks = arena_blocks(bytes)?;
-                Backend::Sim(SimBackend {
-                    arena: HostArena::new(blocks),
+                let memory = ArenaMemory::host(blocks, self.cap_blocks(blocks));
+                let backend = Backend::Sim(SimBackend {
                     device: CpuDevice::new(mailbox.clone()),
-                })
+                });
+                (backend, memory)
             }
         };
-        let (base, bytes) = backend.arena();
+        let (base, bytes) = memory.segments()[0];
         let mut config = ResolverConfig::new(base, (bytes / VABLOCK_BYTES) as usize);
         config.order = self.order;
         let resolver = Arc::new(Mutex::new(Resolver::new(config)?));
@@ -148,7 +184,21 @@ impl RuntimeBuilder {
             ports = self.ports,
             "runtime ready"
         );
-        Ok(Runtime::new(backend, reason, resolver, mailbox, service))
+        Ok(Runtime::new(
+            backend,
+            Arc::new(memory),
+            reason,
+            resolver,
+            mailbox,
+            service,
+        ))
+    }
+
+    /// The growth cap in blocks, at least the first reservation.
+    fn cap_blocks(&self, blocks: usize) -> usize {
+        self.max_arena_bytes
+            .map_or(blocks, |cap| (cap / VABLOCK_BYTES) as usize)
+            .max(blocks)
     }
 
     fn cuda(
@@ -156,7 +206,7 @@ impl RuntimeBuilder {
         context: Arc<cudarc::driver::CudaContext>,
         info: crate::cuda::DeviceInfo,
         mailbox: &Arc<Mailbox>,
-    ) -> Result<Backend> {
+    ) -> Result<(Backend, ArenaMemory)> {
         use cudarc::driver::sys::CUdevice_attribute;
         let concurrent =
             context.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)?;
@@ -176,18 +226,34 @@ impl RuntimeBuilder {
         let bytes = self
             .arena_bytes
             .unwrap_or((info.free_bytes as f64 * self.arena_fraction) as u64);
-        let arena = ManagedArena::new(&context, arena_blocks(bytes)?, self.allow_oversubscription)?;
+        // Counting starts once the context exists and before the arena is reserved, so CUPTI
+        // sees the managed allocation being made.
+        #[cfg(feature = "cupti")]
+        let faults = if self.fault_counters {
+            Some(crate::faults::FaultCounter::start(self.device)?)
+        } else {
+            None
+        };
+        let blocks = arena_blocks(bytes)?;
+        let memory = ArenaMemory::managed(
+            &context,
+            blocks,
+            self.cap_blocks(blocks),
+            self.allow_oversubscription,
+        )?;
         let pinned = PinnedMailbox::new(&context, mailbox.clone())?;
         let stream = context.new_stream()?;
-        Ok(Backend::Cuda(CudaBackend {
+        let backend = Backend::Cuda(CudaBackend {
             context,
             info,
             stream,
             pinned,
-            arena,
             arch,
             compiler: OnceLock::new(),
-        }))
+            #[cfg(feature = "cupti")]
+            faults,
+        });
+        Ok((backend, memory))
     }
 }
 

@@ -84,6 +84,15 @@ pub enum Error {
         /// Bytes the object may use.
         capacity: u64,
     },
+    /// Fault counters were asked for and could not start.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    FaultCounters(#[from] crate::faults::FaultCounterError),
+    /// Fault counters were read but are not on for this runtime.
+    #[error(
+        "fault counters are off: build the runtime with .fault_counters(true) (feature `cupti`)"
+    )]
+    FaultCountersOff,
     /// The thread waiting for a launch ended before reporting (a bug).
     #[error("the completion of a launch was lost")]
     CompletionLost,

@@ -11,13 +11,19 @@
 //!   by blocking or by `.await` ([`Launch`]);
 //! - on `sim`, CPU threads play warps through the same mailbox ([`Runtime::run_warps`]).
 //!
+//! With the `cupti` feature, [`RuntimeBuilder::fault_counters`] counts unified-memory migrations
+//! and page faults, read with [`Runtime::take_faults`] and attributed to chunks.
+//!
 //! Lower layers: [`cuda`] (probing a GPU without panicking), [`nvrtc`] (the compile path), [`gpu`]
 //! (the pinned mailbox and the managed arena).
 
+mod arena;
 mod backend;
 mod builder;
 pub mod cuda;
 mod error;
+#[cfg(feature = "cupti")]
+pub mod faults;
 pub mod gpu;
 mod launch;
 pub mod nvrtc;
@@ -26,6 +32,8 @@ pub mod sim;
 
 pub use backend::{BackendChoice, BackendKind};
 pub use builder::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, RuntimeBuilder};
+/// The CUDA driver bindings the launch API speaks (kernel arguments, launch configurations).
+pub use cudarc;
 pub use error::{Error, Result};
 pub use launch::Launch;
 pub use runtime::{ArrangedAlloc, Runtime};

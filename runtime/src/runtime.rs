@@ -8,7 +8,7 @@
 //! of a live object, within its capacity.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
@@ -18,6 +18,7 @@ use orchestrator::{LaneStatus, Mailbox, Resolver, ResolverCounters, Service, Sta
 use parking_lot::Mutex;
 use translator::{Arrangement, Handle, HandleKind, WARP_LANES};
 
+use crate::arena::ArenaMemory;
 use crate::backend::{Backend, BackendKind, CudaBackend};
 use crate::builder::RuntimeBuilder;
 use crate::cuda::DeviceInfo;
@@ -29,11 +30,49 @@ use crate::nvrtc::Compiler;
 /// The alignmalloc runtime. Build one with [`Runtime::builder`].
 pub struct Runtime {
     backend: Backend,
+    memory: Arc<ArenaMemory>,
+    grower: Option<Grower>,
     reason: String,
     resolver: Arc<Mutex<Resolver>>,
     mailbox: Arc<Mailbox>,
     service: Option<Service>,
     mailbox_arg: Option<MailboxArg>,
+}
+
+/// The thread that grows the arena ahead of need (the service thread never calls CUDA).
+struct Grower {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Grower {
+    /// How often the grower looks.
+    const PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
+
+    fn start(memory: Arc<ArenaMemory>, resolver: Arc<Mutex<Resolver>>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("alignmalloc-grower".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Acquire) && memory.can_grow() {
+                    if let Err(e) = memory.grow_if_needed(&resolver) {
+                        tracing::warn!(error = %e, "the arena could not grow; it stays as it is");
+                        break;
+                    }
+                    std::thread::sleep(Self::PERIOD);
+                }
+            })
+            .expect("spawning a thread");
+        Self { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        if self.thread.join().is_err() {
+            tracing::error!("the grower thread panicked");
+        }
+    }
 }
 
 /// Objects allocated from the host for `threads` threads, in the arranged layout: thread `t`'s
@@ -93,6 +132,7 @@ impl Runtime {
 
     pub(crate) fn new(
         backend: Backend,
+        memory: Arc<ArenaMemory>,
         reason: String,
         resolver: Arc<Mutex<Resolver>>,
         mailbox: Arc<Mailbox>,
@@ -102,8 +142,13 @@ impl Runtime {
             Backend::Cuda(c) => Some(c.pinned.kernel_arg()),
             Backend::Sim(_) => None,
         };
+        let grower = memory
+            .can_grow()
+            .then(|| Grower::start(memory.clone(), resolver.clone()));
         Self {
             backend,
+            memory,
+            grower,
             reason,
             resolver,
             mailbox,
@@ -130,9 +175,25 @@ impl Runtime {
         }
     }
 
-    /// The arena's first byte and its size in bytes.
-    pub fn arena(&self) -> (u64, u64) {
-        self.backend.arena()
+    /// The arena's reservations, (first byte, bytes) each: one, more once it grew.
+    pub fn arena_segments(&self) -> Vec<(u64, u64)> {
+        self.memory.segments()
+    }
+
+    /// Bytes of the arena, over all its reservations.
+    pub fn arena_bytes(&self) -> u64 {
+        self.memory.segments().iter().map(|s| s.1).sum()
+    }
+
+    /// Run `attempt`; if it found no room and the arena may grow, grow it and try once more.
+    fn with_growth<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
+        match attempt() {
+            Err(Error::OutOfMemory { .. }) if self.memory.can_grow() => {
+                self.memory.grow(&self.resolver)?;
+                attempt()
+            }
+            other => other,
+        }
     }
 
     /// The mailbox the warps post to.
@@ -187,6 +248,10 @@ impl Runtime {
 
     /// One object of `bytes` bytes in plain (thread-contiguous) memory.
     pub fn alloc(&self, bytes: u64) -> Result<Handle> {
+        self.with_growth(|| self.alloc_once(bytes))
+    }
+
+    fn alloc_once(&self, bytes: u64) -> Result<Handle> {
         if bytes == 0 {
             return Err(Error::ZeroSize);
         }
@@ -203,6 +268,10 @@ impl Runtime {
     /// kernel's warps would get from `am::malloc`, for host code that fills buffers before a
     /// launch. All or nothing: on failure, nothing stays allocated.
     pub fn alloc_arranged(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {
+        self.with_growth(|| self.alloc_arranged_once(threads, bytes_each))
+    }
+
+    fn alloc_arranged_once(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {
         if threads == 0 || bytes_each == 0 {
             return Err(Error::ZeroSize);
         }
@@ -299,7 +368,7 @@ impl Runtime {
     pub fn write(&self, handle: Handle, offset: u64, bytes: &[u8]) -> Result<()> {
         self.check_bounds(handle, offset, bytes.len())?;
         for (address, range) in pieces(handle, offset, bytes.len()) {
-            self.backend.copy_in(address, &bytes[range]);
+            self.memory.copy_in(address, &bytes[range])?;
         }
         Ok(())
     }
@@ -308,7 +377,7 @@ impl Runtime {
     pub fn read(&self, handle: Handle, offset: u64, out: &mut [u8]) -> Result<()> {
         self.check_bounds(handle, offset, out.len())?;
         for (address, range) in pieces(handle, offset, out.len()) {
-            self.backend.copy_out(address, &mut out[range]);
+            self.memory.copy_out(address, &mut out[range])?;
         }
         Ok(())
     }
@@ -382,6 +451,25 @@ impl Runtime {
         Ok(Launch::new(c.context.clone(), event))
     }
 
+    /// The unified-memory counters since the last call (or since the runtime started), in all and
+    /// per live chunk. Call it after a launch finished to read that launch's migrations and
+    /// faults. Needs [`crate::RuntimeBuilder::fault_counters`].
+    #[cfg(feature = "cupti")]
+    pub fn take_faults(&self) -> Result<crate::faults::FaultReport> {
+        let c = self.cuda("fault counters")?;
+        let counter = c.faults.as_ref().ok_or(Error::FaultCountersOff)?;
+        let (records, dropped) = counter.take()?;
+        let r = self.resolver.lock();
+        let mut report = crate::faults::FaultReport {
+            dropped_records: dropped,
+            ..Default::default()
+        };
+        for record in &records {
+            report.add(record, r.chunk_containing(record.address));
+        }
+        Ok(report)
+    }
+
     /// Run `f` once per warp id in `0..warps` on CPU threads that post to the mailbox like GPU
     /// warps (sim backend). Returns after every warp returned.
     pub fn run_warps(&self, warps: u32, f: impl Fn(crate::sim::CpuWarp<'_>) + Sync) -> Result<()> {
@@ -405,7 +493,7 @@ impl Runtime {
                         if warp >= warps {
                             break;
                         }
-                        f(crate::sim::CpuWarp::new(warp, sim));
+                        f(crate::sim::CpuWarp::new(warp, sim, &self.memory));
                     }
                 });
             }
@@ -421,6 +509,9 @@ impl Drop for Runtime {
             if let Err(e) = c.context.synchronize() {
                 tracing::error!(error = %e, "a kernel failed before the runtime was dropped");
             }
+        }
+        if let Some(grower) = self.grower.take() {
+            grower.stop();
         }
         if let Some(service) = self.service.take() {
             service.stop();

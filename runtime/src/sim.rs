@@ -2,21 +2,33 @@
 //! records and port protocol as `am::malloc` / `am::free` on a GPU, and reads and writes the host
 //! arena through handles as `am::ptr` does.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use orchestrator::Status;
-use orchestrator::cpu::FreeOutcome;
+use orchestrator::cpu::{FreeOutcome, HostArena};
 use translator::{Handle, WARP_LANES};
 
+use crate::arena::ArenaMemory;
 use crate::backend::SimBackend;
 
 /// One warp, played by a CPU thread for the duration of a [`crate::Runtime::run_warps`] call.
 pub struct CpuWarp<'a> {
     id: u32,
     sim: &'a SimBackend,
+    memory: &'a ArenaMemory,
+    /// The arena's segments as last seen; looked up again when the arena has grown since.
+    segments: RefCell<Vec<Arc<HostArena>>>,
 }
 
 impl<'a> CpuWarp<'a> {
-    pub(crate) fn new(id: u32, sim: &'a SimBackend) -> Self {
-        Self { id, sim }
+    pub(crate) fn new(id: u32, sim: &'a SimBackend, memory: &'a ArenaMemory) -> Self {
+        Self {
+            id,
+            sim,
+            memory,
+            segments: RefCell::new(memory.host_segments()),
+        }
     }
 
     /// The warp id (`0..warps`).
@@ -47,13 +59,34 @@ impl<'a> CpuWarp<'a> {
         self.sim.device.free(self.id, mask, handles)
     }
 
+    /// Run `f` on the segment holding the word at `address`.
+    fn with_segment<R>(&self, address: u64, f: impl Fn(&HostArena) -> R) -> R {
+        if let Some(arena) = self
+            .segments
+            .borrow()
+            .iter()
+            .find(|a| a.contains(address, 8))
+        {
+            return f(arena);
+        }
+        *self.segments.borrow_mut() = self.memory.host_segments();
+        let segments = self.segments.borrow();
+        let arena = segments
+            .iter()
+            .find(|a| a.contains(address, 8))
+            .unwrap_or_else(|| panic!("address {address:#x} is outside the arena"));
+        f(arena)
+    }
+
     /// Write the 8-byte word at byte `offset` (a multiple of 8) of `handle`'s object.
     pub fn store(&self, handle: Handle, offset: u64, value: u64) {
-        self.sim.arena.store(handle.translate(offset), value);
+        let address = handle.translate(offset);
+        self.with_segment(address, |a| a.store(address, value));
     }
 
     /// Read the 8-byte word at byte `offset` of `handle`'s object.
     pub fn load(&self, handle: Handle, offset: u64) -> u64 {
-        self.sim.arena.load(handle.translate(offset))
+        let address = handle.translate(offset);
+        self.with_segment(address, |a| a.load(address))
     }
 }

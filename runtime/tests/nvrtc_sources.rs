@@ -21,7 +21,12 @@ fn compiler() -> Option<Compiler> {
 #[test]
 fn every_kernel_compiles() {
     let Some(compiler) = compiler() else { return };
-    for kernel in device::KERNELS {
+    // The project's kernels and the one of the runtime's example.
+    let example = device::Source {
+        path: "quickstart.cu",
+        text: include_str!("../examples/quickstart.cu"),
+    };
+    for kernel in device::KERNELS.iter().chain([&example]) {
         let ptx = compiler
             .compile(kernel.path, kernel.text)
             .unwrap_or_else(|e| panic!("{e}"));

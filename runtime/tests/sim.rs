@@ -220,3 +220,79 @@ fn dropping_a_runtime_with_live_objects_does_not_hang() {
     let _kept = rt.alloc_arranged(64, 1000).unwrap();
     drop(rt);
 }
+
+#[test]
+fn the_usage_guide_shows_the_example_that_is_compiled() {
+    let guide = include_str!("../../docs/usage.md");
+    for (name, text) in [
+        ("quickstart.rs", include_str!("../examples/quickstart.rs")),
+        ("quickstart.cu", include_str!("../examples/quickstart.cu")),
+    ] {
+        assert!(
+            guide.contains(text),
+            "docs/usage.md does not show examples/{name} as it is"
+        );
+    }
+}
+
+#[test]
+fn the_arena_grows_by_reservations_up_to_its_cap() {
+    let rt = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(8 << 20)
+        .max_arena_bytes(32 << 20)
+        .ports(64)
+        .build()
+        .unwrap();
+    // Each request is one 2 MiB chunk (32 lanes x 64 KiB); a 4-block reservation holds three
+    // beside its small space, so twelve fill the cap of four reservations.
+    let chunks: Vec<_> = (0..12)
+        .map(|i| {
+            let objects = rt.alloc_arranged(32, 64 << 10).unwrap();
+            rt.write(objects.handles()[31], 0, &pattern(i, 64 << 10))
+                .unwrap();
+            objects
+        })
+        .collect();
+    assert_eq!(rt.arena_segments().len(), 4);
+    assert_eq!(rt.arena_bytes(), 32 << 20);
+    assert!(matches!(
+        rt.alloc_arranged(32, 64 << 10),
+        Err(Error::OutOfMemory { .. })
+    ));
+    for (i, objects) in chunks.iter().enumerate() {
+        let mut out = vec![0; 64 << 10];
+        rt.read(objects.handles()[31], 0, &mut out).unwrap();
+        assert_eq!(out, pattern(i as u64, 64 << 10), "chunk {i}");
+    }
+    rt.check_invariants().unwrap();
+    // CPU warps use every reservation too.
+    rt.run_warps(4, |warp| {
+        if let Ok(handles) = warp.malloc(u32::MAX, &[8; 32]) {
+            warp.store(handles[5], 0, 42);
+            assert_eq!(warp.load(handles[5], 0), 42);
+            warp.free(u32::MAX, &handles);
+        }
+    })
+    .unwrap();
+    for objects in chunks {
+        rt.free_arranged(objects).unwrap();
+    }
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn fault_counters_need_the_gpu() {
+    let asked = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .fault_counters(true)
+        .build();
+    assert!(matches!(
+        asked,
+        Err(Error::WrongBackend {
+            needs: BackendKind::Cuda,
+            ..
+        })
+    ));
+}

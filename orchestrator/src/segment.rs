@@ -1,0 +1,519 @@
+//! One arena segment: a contiguous run of VABlocks with its own allocation structures, chunk
+//! table, generations and quarantine. The [`crate::Resolver`] holds one segment per reservation
+//! of the arena and asks them in order.
+//!
+//! The segment is `arena_blocks` VABlocks of 2 MiB from `arena_base`. Its first `small_blocks`
+//! blocks are the small space, an `OrTree` of 256 B units; the rest is shared by large chunks
+//! (runs of VABlocks in the arena `OrTree`) and portion VABlocks (taken by the `PortionPool` on
+//! demand, given back when empty).
+//!
+//! Every live chunk is recorded by its base address with the handles its lanes were given, so a
+//! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
+//! freed; one whose object was freed, or whose address now holds a newer object (its 7-bit
+//! generation differs), is a double free; one that points inside a chunk but not at a lane's start
+//! is an interior pointer; anything else is invalid. Generations count per object address
+//! ([`Generations`]), so a stale handle passes for a live one only after 127 new objects started
+//! at its exact address (documented limit). An address in no live chunk at which an object once
+//! started is a double free; any other is invalid.
+//!
+//! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
+//! back to the structures, so a just-freed address is not handed out again at once: leftmost-first
+//! reuse would otherwise put new objects at a hot address again and again while a delayed warp's
+//! stale free is still on its way (on the GPU such frees arrived seconds late). An allocation that
+//! finds no room drains the quarantine and tries again, so the quarantine never causes an
+//! out-of-memory.
+//!
+//! Invariants ([`Segment::check_invariants`]): the structures' own invariants; no two live or
+//! quarantined chunks overlap, and each one's units are allocated in its structure; the owner
+//! arrays lead from a chunk's first and last byte to it; the structures hold exactly the live and
+//! quarantined chunks (plus the small space's blocks in the arena); every live chunk has a live
+//! lane.
+
+use std::collections::VecDeque;
+
+use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
+use translator::{
+    Arrangement, Geometry, Handle, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, lane_handles,
+};
+
+use crate::chunks::{ChunkTable, Extent};
+use crate::generations::Generations;
+use crate::records::{LaneStatus, Status};
+use crate::regions::ArenaRegions;
+use crate::resolver::{ResolverConfig, ResolverError};
+
+/// Where a chunk's memory came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Small { unit: usize, units: usize },
+    Portion { block: usize, leaf: u32 },
+    Large { block: usize, blocks: usize },
+}
+
+#[derive(Clone, Debug)]
+struct LiveChunk {
+    base: u64,
+    bytes: u64,
+    place: Place,
+    /// Lanes still holding their object.
+    live: u32,
+    /// Bytes of each lane's object in a portion or large chunk, either layout; 0 in a small
+    /// chunk, whose objects are packed.
+    lane_span: u64,
+    /// What each lane was given (null for lanes that asked 0).
+    handles: [Handle; WARP_LANES],
+}
+
+impl Extent for LiveChunk {
+    fn base(&self) -> u64 {
+        self.base
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// A run allocation's result: no room (or a run longer than the tree) is out of memory; any
+/// other error means the resolver built a bad request, a bug.
+fn run_or_oom(result: Result<usize, OrTreeError>) -> Result<usize, Status> {
+    match result {
+        Ok(start) => Ok(start),
+        Err(OrTreeError::NoSpace { .. } | OrTreeError::RunTooLong { .. }) => {
+            Err(Status::OutOfMemory)
+        }
+        Err(e) => unreachable!("run requests are valid: {e}"),
+    }
+}
+
+/// The allocator state of one contiguous reservation.
+pub(crate) struct Segment {
+    config: ResolverConfig,
+    arena: OrTree,
+    small: OrTree,
+    pool: PortionPool,
+    chunks: ChunkTable<LiveChunk>,
+    /// Freed chunks not yet given back: (base, bytes, place), oldest first.
+    quarantine: VecDeque<(u64, u64, Place)>,
+    quarantined_bytes: u64,
+    generations: Generations,
+}
+
+impl Segment {
+    /// A segment with every byte free.
+    pub(crate) fn new(config: &ResolverConfig) -> Result<Self, ResolverError> {
+        let bad = |why| Err(ResolverError::BadConfig(why));
+        if config.arena_base == 0 || !config.arena_base.is_multiple_of(VABLOCK_BYTES) {
+            return bad("the arena base must be a non-zero multiple of 2 MiB");
+        }
+        if config.arena_blocks < 2 || config.small_blocks == 0 {
+            return bad("the arena needs at least 2 VABlocks and the small space at least 1");
+        }
+        if config.small_blocks >= config.arena_blocks {
+            return bad("the small space must leave VABlocks for portion and large chunks");
+        }
+        let end = config.arena_blocks as u64 * VABLOCK_BYTES + config.arena_base;
+        if end > 1 << translator::ADDRESS_BITS {
+            return bad("the arena must end below 2^48");
+        }
+        let mut arena = OrTree::new(config.arena_blocks).expect("at least 2 blocks");
+        arena
+            .alloc_at(0, config.small_blocks)
+            .expect("a fresh arena is free");
+        let small_units = config.small_blocks * (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
+        let regions = ArenaRegions::new(
+            config.arena_base,
+            config.small_blocks as u64 * VABLOCK_BYTES,
+            config.arena_blocks as u64 * VABLOCK_BYTES,
+        );
+        Ok(Self {
+            small: OrTree::new(small_units).expect("at least one block"),
+            generations: Generations::new(regions),
+            chunks: ChunkTable::new(regions),
+            arena,
+            pool: PortionPool::new(),
+            quarantine: VecDeque::new(),
+            quarantined_bytes: 0,
+            config: config.clone(),
+        })
+    }
+
+    /// Whether `address` lies in this segment.
+    pub(crate) fn contains(&self, address: u64) -> bool {
+        let start = self.config.arena_base;
+        (start..start + self.config.arena_blocks as u64 * VABLOCK_BYTES).contains(&address)
+    }
+
+    /// The segment's first byte and length.
+    pub(crate) fn range(&self) -> (u64, u64) {
+        (
+            self.config.arena_base,
+            self.config.arena_blocks as u64 * VABLOCK_BYTES,
+        )
+    }
+
+    /// VABlocks taken (the small space counts whole) and in all.
+    pub(crate) fn blocks_used(&self) -> (usize, usize) {
+        (self.arena.allocated_count(), self.config.arena_blocks)
+    }
+
+    /// Live chunks.
+    pub(crate) fn live_chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Freed chunks waiting in the quarantine.
+    pub(crate) fn quarantined_chunks(&self) -> usize {
+        self.quarantine.len()
+    }
+
+    /// Give every quarantined chunk back to its structure now.
+    pub(crate) fn drain_quarantine(&mut self) {
+        while let Some((base, bytes, place)) = self.quarantine.pop_front() {
+            self.quarantined_bytes -= bytes;
+            self.return_place(base, place);
+        }
+    }
+
+    /// Whether nothing is allocated or quarantined (only the small space's reservation in the
+    /// arena).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+            && self.quarantine.is_empty()
+            && self.small.allocated_count() == 0
+            && self.pool.block_count() == 0
+            && self.arena.allocated_count() == self.config.small_blocks
+    }
+
+    /// Place a chunk of `geometry` for these lane sizes and lay it out as `arrangement`: its base
+    /// and each lane's handle. `Err(OutOfMemory)` leaves nothing allocated.
+    pub(crate) fn alloc(
+        &mut self,
+        geometry: Geometry,
+        sizes: &[u64; WARP_LANES],
+        arrangement: Arrangement,
+    ) -> Result<(u64, [Handle; WARP_LANES]), Status> {
+        let (place, base) = match self.place(&geometry) {
+            Err(Status::OutOfMemory) if !self.quarantine.is_empty() => {
+                self.drain_quarantine();
+                self.place(&geometry)?
+            }
+            other => other?,
+        };
+        let unstamped = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
+            .expect("arena addresses fit handles");
+        let handles = unstamped.map(|h| {
+            if h.is_null() {
+                h
+            } else {
+                h.with_generation(self.generations.next(h.address()))
+            }
+        });
+        let live = sizes
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (lane, &s)| if s > 0 { m | 1 << lane } else { m });
+        tracing::trace!(
+            base = format_args!("{base:#x}"),
+            bytes = geometry.chunk_bytes,
+            handles = ?handles.iter().map(|h| format!("{:#x}", h.0)).collect::<Vec<_>>(),
+            "chunk"
+        );
+        self.chunks.insert(LiveChunk {
+            base,
+            bytes: geometry.chunk_bytes,
+            place,
+            live,
+            lane_span: if geometry.is_arranged() {
+                geometry.lane_span
+            } else {
+                0
+            },
+            handles,
+        });
+        Ok((base, handles))
+    }
+
+    /// Find memory for a chunk of `geometry` in the structure of its class.
+    fn place(&mut self, geometry: &Geometry) -> Result<(Place, u64), Status> {
+        let base = self.config.arena_base;
+        match geometry.class {
+            SizeClass::Small => {
+                let units = geometry.units as usize;
+                let unit = run_or_oom(self.small.alloc_run(units, 1))?;
+                Ok((
+                    Place::Small { unit, units },
+                    base + unit as u64 * SMALL_UNIT_BYTES,
+                ))
+            }
+            SizeClass::Portion => {
+                match self.pool.alloc(&mut self.arena, geometry.warptree_log2()) {
+                    Ok(w) => Ok((
+                        Place::Portion {
+                            block: w.block,
+                            leaf: w.first_leaf,
+                        },
+                        base + w.arena_offset(),
+                    )),
+                    Err(PortionError::ArenaFull) => Err(Status::OutOfMemory),
+                    Err(e) => unreachable!("warptree request is valid: {e}"),
+                }
+            }
+            SizeClass::Large => {
+                // A run longer than the arena answers RunTooLong: out of memory too.
+                let blocks = usize::try_from(geometry.units).unwrap_or(usize::MAX);
+                let block = run_or_oom(self.arena.alloc_run(blocks, 1))?;
+                Ok((
+                    Place::Large { block, blocks },
+                    base + block as u64 * VABLOCK_BYTES,
+                ))
+            }
+        }
+    }
+
+    /// The base address of the live chunk holding `address`, if any.
+    pub(crate) fn chunk_containing(&self, address: u64) -> Option<u64> {
+        self.chunks.find(address).map(|c| c.base)
+    }
+
+    /// How many bytes from its start the live object of `handle` may use: the lane's span in a
+    /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err` tells why
+    /// the handle is not a live object, as a free of it would.
+    pub(crate) fn object_capacity(&self, handle: Handle) -> Result<u64, LaneStatus> {
+        if handle.is_null() {
+            return Err(LaneStatus::InvalidHandle);
+        }
+        let address = handle.address();
+        let Some(chunk) = self.chunks.find(address) else {
+            return Err(self.classify_dead(address));
+        };
+        let lane = handle.lane() as usize;
+        if chunk.handles[lane] != handle {
+            return Err(Self::mismatch(chunk, handle));
+        }
+        if chunk.live >> lane & 1 == 0 {
+            return Err(LaneStatus::DoubleFree);
+        }
+        if chunk.lane_span > 0 {
+            return Ok(chunk.lane_span);
+        }
+        let end = chunk
+            .handles
+            .iter()
+            .map(|h| h.address())
+            .filter(|&a| a > address)
+            .fold(chunk.base + chunk.bytes, u64::min);
+        Ok(end - address)
+    }
+
+    /// Free each lane's object. The lanes of a warp nearly always free objects of one or two
+    /// chunks, so one ordered lookup serves every lane whose address falls in the chunk found; a
+    /// chunk whose last lane is freed is released after all its lanes were judged.
+    pub(crate) fn free_lanes(
+        &mut self,
+        handles: &[Handle; WARP_LANES],
+    ) -> [LaneStatus; WARP_LANES] {
+        let mut outcomes = [LaneStatus::Ok; WARP_LANES];
+        let mut pending: u32 = handles
+            .iter()
+            .enumerate()
+            .fold(0, |m, (l, h)| if h.is_null() { m } else { m | 1 << l });
+        while pending != 0 {
+            let first = pending.trailing_zeros() as usize;
+            let address = handles[first].address();
+            let Some(chunk) = self.chunks.find_mut(address) else {
+                outcomes[first] = self.classify_dead(address);
+                pending &= !(1 << first);
+                continue;
+            };
+            let (base, end) = (chunk.base, chunk.base + chunk.bytes);
+            let mut lanes = pending;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                if (base..end).contains(&handles[lane].address()) {
+                    outcomes[lane] = Self::judge(chunk, handles[lane]);
+                    pending &= !(1 << lane);
+                }
+            }
+            if chunk.live == 0 {
+                self.release(base);
+            }
+        }
+        outcomes
+    }
+
+    /// The outcome of freeing `handle`, whose address lies in `chunk`; clears its live bit if Ok.
+    fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
+        let lane = handle.lane() as usize;
+        let expected = chunk.handles[lane];
+        if handle == expected {
+            if chunk.live >> lane & 1 == 0 {
+                return LaneStatus::DoubleFree;
+            }
+            chunk.live &= !(1 << lane);
+            return LaneStatus::Ok;
+        }
+        Self::mismatch(chunk, handle)
+    }
+
+    /// What a handle whose address lies in `chunk` but which is not its lane's handle is.
+    fn mismatch(chunk: &LiveChunk, handle: Handle) -> LaneStatus {
+        let address = handle.address();
+        let expected = chunk.handles[handle.lane() as usize];
+        if !expected.is_null() && address == expected.address() {
+            // Same object start, other bits differ: an older generation is a stale handle.
+            return if handle.with_generation(expected.generation()) == expected {
+                LaneStatus::DoubleFree
+            } else {
+                LaneStatus::InvalidHandle
+            };
+        }
+        if chunk
+            .handles
+            .iter()
+            .any(|h| !h.is_null() && h.address() == address)
+        {
+            LaneStatus::InvalidHandle // another lane's object start under a forged lane field
+        } else {
+            LaneStatus::InteriorPointer
+        }
+    }
+
+    /// An address in no live chunk: a double free if an object once started there.
+    fn classify_dead(&self, address: u64) -> LaneStatus {
+        if self.generations.seen(address) {
+            LaneStatus::DoubleFree
+        } else {
+            LaneStatus::InvalidHandle
+        }
+    }
+
+    /// A chunk has no live lane: quarantine its place; the oldest quarantined places beyond the
+    /// bounds go back to their structures.
+    fn release(&mut self, base: u64) {
+        let chunk = self.chunks.remove(base).expect("released chunks are live");
+        self.quarantine.push_back((base, chunk.bytes, chunk.place));
+        self.quarantined_bytes += chunk.bytes;
+        while self.quarantine.len() > self.config.quarantine_chunks
+            || self.quarantined_bytes > self.config.quarantine_bytes
+        {
+            let Some((base, bytes, place)) = self.quarantine.pop_front() else {
+                break;
+            };
+            self.quarantined_bytes -= bytes;
+            self.return_place(base, place);
+        }
+    }
+
+    /// Give a chunk's place back to its structure.
+    fn return_place(&mut self, base: u64, place: Place) {
+        let result = match place {
+            Place::Small { unit, units } => {
+                self.small.free_run(unit, units).map_err(PortionError::from)
+            }
+            Place::Portion { block, leaf } => {
+                self.pool.free(&mut self.arena, block, leaf).map(|_| ())
+            }
+            Place::Large { block, blocks } => self
+                .arena
+                .free_run(block, blocks)
+                .map_err(PortionError::from),
+        };
+        if let Err(e) = result {
+            // Only a bug gets here: the structures disagree with the chunk table.
+            tracing::error!(base, ?place, error = %e, "structures refused a release");
+            debug_assert!(false, "structures refused a release: {e}");
+        }
+    }
+
+    /// Verify the invariants listed in the module docs.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        self.arena.check_invariants().map_err(|e| e.to_string())?;
+        self.small.check_invariants().map_err(|e| e.to_string())?;
+        self.pool
+            .check_invariants(&self.arena)
+            .map_err(|e| e.to_string())?;
+        if let Some(c) = self.chunks.iter().find(|c| c.live == 0) {
+            return Err(format!(
+                "chunk at {:#x} has no live lane but was kept",
+                c.base
+            ));
+        }
+        for c in self.chunks.iter() {
+            for address in [c.base, c.base + c.bytes - 1] {
+                if self.chunks.find(address).map(|f| f.base) != Some(c.base) {
+                    return Err(format!(
+                        "address {address:#x} does not lead to its chunk at {:#x}",
+                        c.base
+                    ));
+                }
+            }
+        }
+        let quarantined: u64 = self.quarantine.iter().map(|q| q.1).sum();
+        if quarantined != self.quarantined_bytes {
+            return Err(format!(
+                "quarantine holds {quarantined} bytes, counted {}",
+                self.quarantined_bytes
+            ));
+        }
+        let mut held: Vec<(u64, u64, Place)> = self
+            .chunks
+            .iter()
+            .map(|c| (c.base, c.bytes, c.place))
+            .chain(self.quarantine.iter().copied())
+            .collect();
+        held.sort_unstable_by_key(|h| h.0);
+        let mut end = 0u64;
+        let (mut small_units, mut large_blocks, mut portions) = (0usize, 0usize, 0usize);
+        for (base, bytes, place) in held {
+            if base < end {
+                return Err(format!("chunk at {base:#x} overlaps the one before"));
+            }
+            end = base + bytes;
+            let allocated = match place {
+                Place::Small { unit, units } => {
+                    small_units += units;
+                    (unit..unit + units).all(|u| self.small.is_free(u) == Ok(false))
+                }
+                Place::Large { block, blocks } => {
+                    large_blocks += blocks;
+                    (block..block + blocks).all(|b| self.arena.is_free(b) == Ok(false))
+                }
+                Place::Portion { block, leaf } => {
+                    portions += 1;
+                    self.pool
+                        .block(block)
+                        .is_some_and(|t| t.warptrees().iter().any(|&(l, _)| l == leaf))
+                }
+            };
+            if !allocated {
+                return Err(format!(
+                    "chunk at {base:#x} ({place:?}) is not allocated in its structure"
+                ));
+            }
+        }
+        if small_units != self.small.allocated_count() {
+            return Err(format!(
+                "small space: {} units allocated, chunks hold {small_units}",
+                self.small.allocated_count()
+            ));
+        }
+        let pool_warptrees: usize = (0..self.config.arena_blocks)
+            .filter_map(|b| self.pool.block(b))
+            .map(|t| t.warptrees().len())
+            .sum();
+        if pool_warptrees != portions {
+            return Err(format!(
+                "pool holds {pool_warptrees} warptrees, chunks {portions}"
+            ));
+        }
+        let arena_used = self.config.small_blocks + large_blocks + self.pool.block_count();
+        if arena_used != self.arena.allocated_count() {
+            return Err(format!(
+                "arena: {} blocks allocated, accounted {arena_used}",
+                self.arena.allocated_count()
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+//! The arena's memory: one reservation at first, more as it grows, up to a cap.
+//!
+//! Each reservation is a segment of the resolver (`Resolver::add_segment`). Growth reserves one
+//! more segment of the first one's size (less at the cap) when an allocation found no room or
+//! more than three quarters of the blocks are taken; it runs on the runtime's grower thread (the
+//! service thread never calls CUDA) and, for host allocations, inline before one retry.
+//!
+//! Invariants: segments never overlap and are never released before the runtime ends; growth is
+//! serialised (`grow_lock`), and a segment's memory is registered here before the resolver may
+//! hand out any of its addresses, so every address the resolver gives lies in some reservation.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use orchestrator::Resolver;
+use orchestrator::cpu::HostArena;
+use ortree::VABLOCK_BYTES;
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::gpu::ManagedArena;
+
+/// Where the segments' memory comes from.
+pub(crate) enum Reservations {
+    /// `cuMemAllocManaged`, in the runtime's context.
+    Managed {
+        context: Arc<CudaContext>,
+        allow_oversubscription: bool,
+        segments: RwLock<Vec<ManagedArena>>,
+    },
+    /// Host memory (sim backend).
+    Host {
+        segments: RwLock<Vec<Arc<HostArena>>>,
+    },
+}
+
+/// The arena: its reservations and how it grows.
+pub(crate) struct ArenaMemory {
+    reservations: Reservations,
+    step_blocks: usize,
+    cap_blocks: usize,
+    grow_lock: Mutex<()>,
+}
+
+/// Share of taken blocks past which the arena grows ahead of need.
+const GROW_AT: f64 = 0.75;
+
+impl ArenaMemory {
+    pub fn managed(
+        context: &Arc<CudaContext>,
+        blocks: usize,
+        cap_blocks: usize,
+        allow_oversubscription: bool,
+    ) -> Result<Self> {
+        let first = ManagedArena::new(context, blocks, allow_oversubscription)?;
+        Ok(Self {
+            reservations: Reservations::Managed {
+                context: context.clone(),
+                allow_oversubscription,
+                segments: RwLock::new(vec![first]),
+            },
+            step_blocks: blocks,
+            cap_blocks: cap_blocks.max(blocks),
+            grow_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn host(blocks: usize, cap_blocks: usize) -> Self {
+        Self {
+            reservations: Reservations::Host {
+                segments: RwLock::new(vec![Arc::new(HostArena::new(blocks))]),
+            },
+            step_blocks: blocks,
+            cap_blocks: cap_blocks.max(blocks),
+            grow_lock: Mutex::new(()),
+        }
+    }
+
+    /// (first byte, bytes) of every segment, in reservation order.
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        match &self.reservations {
+            Reservations::Managed { segments, .. } => segments
+                .read()
+                .iter()
+                .map(|a| (a.base(), a.blocks() as u64 * VABLOCK_BYTES))
+                .collect(),
+            Reservations::Host { segments } => segments
+                .read()
+                .iter()
+                .map(|a| (a.base(), a.blocks() as u64 * VABLOCK_BYTES))
+                .collect(),
+        }
+    }
+
+    /// The host segments (sim backend), for CPU warps to keep at hand.
+    pub fn host_segments(&self) -> Vec<Arc<HostArena>> {
+        match &self.reservations {
+            Reservations::Host { segments } => segments.read().clone(),
+            Reservations::Managed { .. } => Vec::new(),
+        }
+    }
+
+    fn blocks(&self) -> usize {
+        self.segments()
+            .iter()
+            .map(|s| (s.1 / VABLOCK_BYTES) as usize)
+            .sum()
+    }
+
+    /// Whether the arena may still grow.
+    pub fn can_grow(&self) -> bool {
+        self.blocks() < self.cap_blocks
+    }
+
+    /// Grow if the resolver ran out of room or is more than three quarters full. `Ok(true)` when
+    /// a segment was added.
+    pub fn grow_if_needed(&self, resolver: &Mutex<Resolver>) -> Result<bool> {
+        let needed = {
+            let mut r = resolver.lock();
+            let (used, total) = r.blocks_used();
+            r.take_out_of_memory() || used as f64 > GROW_AT * total as f64
+        };
+        if needed {
+            self.grow(resolver)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Reserve one more segment and hand it to the resolver. `Ok(false)` at the cap.
+    pub fn grow(&self, resolver: &Mutex<Resolver>) -> Result<bool> {
+        let _serialised = self.grow_lock.lock();
+        let blocks = self
+            .step_blocks
+            .min(self.cap_blocks.saturating_sub(self.blocks()));
+        if blocks < 2 {
+            return Ok(false);
+        }
+        let (base, bytes) = match &self.reservations {
+            Reservations::Managed {
+                context,
+                allow_oversubscription,
+                segments,
+            } => {
+                let arena = ManagedArena::new(context, blocks, *allow_oversubscription)?;
+                let range = (arena.base(), arena.blocks() as u64 * VABLOCK_BYTES);
+                segments.write().push(arena);
+                range
+            }
+            Reservations::Host { segments } => {
+                let arena = Arc::new(HostArena::new(blocks));
+                let range = (arena.base(), arena.blocks() as u64 * VABLOCK_BYTES);
+                segments.write().push(arena);
+                range
+            }
+        };
+        resolver
+            .lock()
+            .add_segment(base, (bytes / VABLOCK_BYTES) as usize)?;
+        tracing::info!(
+            base = format_args!("{base:#x}"),
+            bytes,
+            total_blocks = self.blocks(),
+            cap_blocks = self.cap_blocks,
+            "arena grew"
+        );
+        Ok(true)
+    }
+
+    fn check_inside(&self, address: u64, len: usize) -> Result<()> {
+        let inside = self.segments().iter().any(|&(base, bytes)| {
+            address >= base && (address - base).checked_add(len as u64) <= Some(bytes)
+        });
+        if inside {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "{len} bytes at {address:#x} are outside the arena (a bug: bounds were checked)"
+            )))
+        }
+    }
+
+    /// Copy `bytes` to arena address `address`.
+    pub fn copy_in(&self, address: u64, bytes: &[u8]) -> Result<()> {
+        self.check_inside(address, bytes.len())?;
+        match &self.reservations {
+            // SAFETY: the range lies in a managed reservation (checked above), which the host may
+            // access (the builder refused devices without concurrent managed access) and which
+            // lives as long as `self`; `bytes` is a distinct host buffer.
+            Reservations::Managed { .. } => unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), address as *mut u8, bytes.len());
+            },
+            Reservations::Host { segments } => {
+                let segments = segments.read();
+                let arena = segments
+                    .iter()
+                    .find(|a| a.contains(address, bytes.len() as u64))
+                    .expect("checked above");
+                arena.write_bytes(address, bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy `out.len()` bytes from arena address `address`.
+    pub fn copy_out(&self, address: u64, out: &mut [u8]) -> Result<()> {
+        self.check_inside(address, out.len())?;
+        match &self.reservations {
+            // SAFETY: as in `copy_in`, reading instead of writing.
+            Reservations::Managed { .. } => unsafe {
+                std::ptr::copy_nonoverlapping(address as *const u8, out.as_mut_ptr(), out.len());
+            },
+            Reservations::Host { segments } => {
+                let segments = segments.read();
+                let arena = segments
+                    .iter()
+                    .find(|a| a.contains(address, out.len() as u64))
+                    .expect("checked above");
+                arena.read_bytes(address, out);
+            }
+        }
+        Ok(())
+    }
+}
