@@ -6,7 +6,9 @@ use tracing_subscriber::EnvFilter;
 
 mod mailbox_stress;
 mod parity;
+mod patterns;
 mod selftest;
+mod uvm;
 
 /// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
 #[derive(Parser)]
@@ -32,6 +34,15 @@ enum Command {
     /// backend with CPU warps. Prints a table, writes JSON with --json, exits non-zero on any
     /// failure.
     Selftest(selftest::Args),
+    /// Calibrate the UVM simulator on the GPU: run access patterns (lockstep random, independent
+    /// random, per-lane sweeps) over thread-contiguous and warp-arranged objects first written by
+    /// the host, record CUPTI's migrated bytes and faults and the kernel times, replay the same
+    /// runs in uvmsim, fit its cost model on some ranges and report the errors on the others.
+    /// Needs a CUDA GPU, NVRTC and CUPTI.
+    UvmCalibrate(uvm::CalibrateArgs),
+    /// Oversubscription study in the simulator only: per-thread ranges whose total exceeds the
+    /// GPU's memory, random reads, both layouts; faults, migrations, evictions, modelled time.
+    UvmOversub(uvm::OversubArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +57,7 @@ fn main() -> anyhow::Result<()> {
         Command::LayoutParity(args) => parity::run(&args),
         Command::MailboxStress(args) => mailbox_stress::run(&args),
         Command::Selftest(args) => selftest::run(&args),
+        Command::UvmCalibrate(args) => uvm::calibrate(&args),
+        Command::UvmOversub(args) => uvm::oversub(&args),
     }
 }

@@ -53,8 +53,14 @@ pub const SELFTEST: Source = Source {
     text: include_str!("../kernels/selftest.cu"),
 };
 
+/// The access patterns that calibrate uvmsim against the GPU (`alignmalloc uvm-calibrate`).
+pub const UVM_PATTERNS: Source = Source {
+    path: "uvm_patterns.cu",
+    text: include_str!("../kernels/uvm_patterns.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
-pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST];
+pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST, UVM_PATTERNS];
 
 #[cfg(test)]
 mod tests {

@@ -219,6 +219,34 @@ impl ManagedArena {
     pub fn blocks(&self) -> usize {
         self.blocks
     }
+
+    /// Bytes of the arena.
+    pub fn bytes(&self) -> u64 {
+        self.blocks as u64 * ortree::VABLOCK_BYTES
+    }
+
+    /// Write `value` over every byte from the host, so every page is populated and resident
+    /// on the host. No kernel may use the arena meanwhile.
+    pub fn fill_from_host(&self, value: u8) {
+        // SAFETY: `base..base + bytes` lies in this managed allocation, which lives as long as
+        // `self`; the host may access managed memory (the runtime requires concurrent managed
+        // access), and the caller runs no kernel on it meanwhile.
+        unsafe { std::ptr::write_bytes(self.base as *mut u8, value, self.bytes() as usize) };
+    }
+
+    /// Read one byte of every 4 KiB page from the host, so every page is resident on the host
+    /// again; returns their sum. No kernel may use the arena meanwhile.
+    pub fn read_every_page_from_host(&self) -> u64 {
+        (0..self.bytes() / 4096)
+            .map(|page| {
+                // SAFETY: the byte lies in this managed allocation (as in `fill_from_host`);
+                // a volatile read so the access really happens.
+                u64::from(unsafe {
+                    std::ptr::read_volatile((self.base + page * 4096) as *const u8)
+                })
+            })
+            .sum()
+    }
 }
 
 impl Drop for ManagedArena {

@@ -1,4 +1,21 @@
-//! uvmsim: replays GPU memory-access traces through a model of the UVM driver (fault batching,
-//! the 51% prefetch tree, 2 MiB root chunks and eviction).
+//! uvmsim: replays GPU memory-access traces through a model of the UVM driver, so layouts can be
+//! compared without a GPU, in CI, and under oversubscription.
 //!
-//! Not built yet: this crate is a placeholder in the workspace layout and has no functionality.
+//! - [`trace`]: what a program allocates, touches on the host and accesses from kernels.
+//! - [`prefetch`]: the driver's prefetch hint for one VA block and batch (bitmap tree, 64 KiB
+//!   big pages, the `> threshold%` rule, largest qualifying node).
+//! - [`sim`]: fault batching, per-block servicing, 2 MiB root chunks, FIFO eviction, zero-fill;
+//!   counts and the execution model's assumptions.
+//! - [`cost`]: modelled time from the counts, and its fit to measured times.
+//! - [`mask`]: page sets of one VA block.
+
+pub mod cost;
+pub mod mask;
+pub mod prefetch;
+pub mod sim;
+pub mod trace;
+
+pub use cost::CostModel;
+pub use prefetch::PrefetchParams;
+pub use sim::{Counts, KernelReport, Report, SimConfig, SimError, Simulator};
+pub use trace::{Allocation, Event, Kernel, Trace, WarpTrace};

@@ -1,0 +1,397 @@
+//! `alignmalloc uvm-calibrate` and `alignmalloc uvm-oversub`: uvmsim against the GPU, and the
+//! oversubscription study that only the simulator runs.
+//!
+//! Calibration: for each per-thread range, pattern and layout (bench/src/patterns.rs) and each
+//! repeat, a fresh managed region is written by the host, the counters are cleared, the kernel
+//! runs, and CUPTI's HtoD bytes and GPU fault groups and the kernel's time are recorded (median
+//! of `--repeats`). Fresh regions, because moving one region back to the host between runs makes
+//! the driver's thrashing detection treat its pages differently (seen on the H200: the
+//! arranged runs then moved a third of what a first run moves). The same runs go
+//! through uvmsim as traces. The cost model is fitted on the ranges of `--fit-ranges` and judged
+//! on the others: migrated bytes and time errors, and whether the simulator ranks the two
+//! layouts as the GPU does.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use runtime::{BackendChoice, Runtime};
+use serde::Serialize;
+use uvmsim::{CostModel, Counts, SimConfig, Simulator};
+
+use crate::patterns::{Layout, Pattern, Spec};
+
+const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
+const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
+
+/// Options of `uvm-calibrate`.
+#[derive(clap::Args)]
+pub struct CalibrateArgs {
+    /// Runs as threads:range-in-KiB pairs.
+    #[arg(long, value_delimiter = ',', default_values_t = ["1024:16".to_string(), "1024:256".into(), "1024:2048".into(), "128:16384".into()])]
+    runs: Vec<String>,
+    /// Ranges (KiB) whose runs fit the cost model; the others are held out.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 2048])]
+    fit_ranges: Vec<u64>,
+    /// Reads per thread.
+    #[arg(long, default_value_t = 100)]
+    reads: u32,
+    /// Repeats per run (the median time is kept).
+    #[arg(long, default_value_t = 3)]
+    repeats: u32,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Milliseconds to wait after a kernel before reading the counters: the driver's migration
+    /// records reach CUPTI asynchronously, and a read right after the kernel can miss some.
+    #[arg(long, default_value_t = 200)]
+    settle_ms: u64,
+    /// Write the measurements, the fitted constants and the errors as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// One run on both sides.
+#[derive(Clone, Debug, Serialize)]
+struct Run {
+    spec: Spec,
+    fit: bool,
+    gpu_htod_bytes: u64,
+    gpu_fault_groups: u64,
+    /// Bytes that came back when the host read every page after the kernel: what the GPU held.
+    gpu_dtoh_readback_bytes: u64,
+    gpu_ns: f64,
+    sim: Counts,
+    sim_ns: f64,
+    bytes_error: f64,
+    time_error: f64,
+}
+
+#[derive(Serialize)]
+struct Calibration {
+    device: String,
+    reads: u32,
+    repeats: u32,
+    seed: u64,
+    constants: CostModel,
+    runs: Vec<Run>,
+    held_out_max_bytes_error: f64,
+    held_out_max_time_error: f64,
+    rankings_agree: usize,
+    rankings: usize,
+}
+
+fn parse_run(text: &str) -> anyhow::Result<(u32, u64)> {
+    let (t, r) = text
+        .split_once(':')
+        .with_context(|| format!("--runs wants threads:KiB pairs, got {text:?}"))?;
+    let threads: u32 = t.parse().with_context(|| format!("threads in {text:?}"))?;
+    let kib: u64 = r.parse().with_context(|| format!("range in {text:?}"))?;
+    if threads == 0 || !threads.is_multiple_of(32) || kib < 4 || !kib.is_power_of_two() {
+        bail!(
+            "{text:?}: threads must be a positive multiple of 32, the range a power of two of at least 4 KiB"
+        );
+    }
+    Ok((threads, kib << 10))
+}
+
+fn relative(model: f64, truth: f64) -> f64 {
+    if truth == 0.0 {
+        if model == 0.0 { 0.0 } else { f64::INFINITY }
+    } else {
+        (model - truth).abs() / truth
+    }
+}
+
+fn sim_config(threads: u32) -> SimConfig {
+    SimConfig {
+        resident_warps: (threads / 32) as usize,
+        ..SimConfig::default()
+    }
+}
+
+pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let sizes: Vec<(u32, u64)> = args
+        .runs
+        .iter()
+        .map(|r| parse_run(r))
+        .collect::<Result<_, _>>()?;
+    let rt = Runtime::builder()
+        .backend(BackendChoice::Cuda)
+        .fault_counters(true)
+        .arena_bytes(64 << 20)
+        .build()
+        .context("uvm-calibrate needs a GPU and CUPTI (LD_LIBRARY_PATH)")?;
+    let device = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
+    let module = rt.compile(device::UVM_PATTERNS.path, device::UVM_PATTERNS.text)?;
+    let kernel = module.load_function("am_uvm_pattern")?;
+    let stream = rt.stream()?.clone();
+    let mut sink = stream.alloc_zeros::<u64>(1)?;
+    let mut runs = Vec::new();
+    for &(threads, range) in &sizes {
+        let bytes = u64::from(threads) * range;
+        let blocks = (bytes.div_ceil(ortree::VABLOCK_BYTES) as usize).max(2);
+        for pattern in PATTERNS {
+            for layout in LAYOUTS {
+                let spec = Spec {
+                    pattern,
+                    layout,
+                    threads,
+                    range,
+                    reads: args.reads,
+                    seed: args.seed,
+                };
+                let mut times = Vec::new();
+                let mut faults = Default::default();
+                let mut readback = Default::default();
+                let mut base = 0;
+                for _ in 0..args.repeats.max(1) {
+                    // A fresh region each time: moving one region back and forth would make the
+                    // driver see its pages as thrashing and change how it migrates them.
+                    let region = runtime::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
+                    region.fill_from_host(1);
+                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
+                    base = region.base();
+                    let words: Vec<u64> = spec.handles(base).iter().map(|h| h.0).collect();
+                    let handles = stream.clone_htod(&words)?;
+                    rt.take_faults()?;
+                    let mut launch = stream.launch_builder(&kernel);
+                    let pattern_code = pattern as u32;
+                    launch
+                        .arg(&handles)
+                        .arg(&threads)
+                        .arg(&pattern_code)
+                        .arg(&range)
+                        .arg(&args.reads)
+                        .arg(&args.seed)
+                        .arg(&mut sink);
+                    let started = Instant::now();
+                    // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned
+                    // pattern, u64 range, unsigned reads, u64 seed, u64* sink): `threads`
+                    // handles into the live region, one sink word; waited for just below.
+                    unsafe { launch.launch(LaunchConfig::for_num_elems(threads)) }?;
+                    stream.synchronize()?;
+                    times.push(started.elapsed().as_nanos() as f64);
+                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
+                    faults = rt.take_faults()?;
+                    let sum = region.read_every_page_from_host();
+                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
+                    readback = rt.take_faults()?;
+                    anyhow::ensure!(
+                        sum == bytes / 4096,
+                        "the host read back {sum}, wrote 1 per page"
+                    );
+                }
+                times.sort_by(f64::total_cmp);
+                let sim = Simulator::run(sim_config(threads), &spec.trace(base))?;
+                let counts = sim.kernels[0].counts;
+                eprintln!(
+                    "{pattern:?}/{layout:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host; sim {} MiB",
+                    range >> 10,
+                    times[times.len() / 2] / 1e6,
+                    faults.total.htod_bytes >> 20,
+                    readback.total.dtoh_bytes >> 20,
+                    counts.htod_bytes() >> 20
+                );
+                runs.push(Run {
+                    spec,
+                    fit: args.fit_ranges.contains(&(range >> 10)),
+                    gpu_htod_bytes: faults.total.htod_bytes,
+                    gpu_fault_groups: faults.total.gpu_page_faults,
+                    gpu_dtoh_readback_bytes: readback.total.dtoh_bytes,
+                    gpu_ns: times[times.len() / 2],
+                    sim: counts,
+                    sim_ns: 0.0,
+                    // What the GPU held, read back: CUPTI's HtoD records are lost under load (on the
+                    // H200 they fell to a third of what came back), the read-back is exact.
+                    bytes_error: relative(
+                        counts.htod_bytes() as f64,
+                        readback.total.dtoh_bytes as f64,
+                    ),
+                    time_error: 0.0,
+                });
+            }
+        }
+    }
+    let samples: Vec<(Counts, f64)> = runs
+        .iter()
+        .filter(|r| r.fit)
+        .map(|r| (r.sim, r.gpu_ns))
+        .collect();
+    if samples.is_empty() {
+        bail!("no run has a range in --fit-ranges");
+    }
+    let constants = CostModel::fit(&samples, &CostModel::default());
+    for r in &mut runs {
+        r.sim_ns = constants.time_ns(&r.sim);
+        r.time_error = relative(r.sim_ns, r.gpu_ns);
+    }
+    let held: Vec<&Run> = runs.iter().filter(|r| !r.fit).collect();
+    let max = |f: fn(&Run) -> f64| held.iter().map(|r| f(r)).fold(0.0, f64::max);
+    let (mut agree, mut rankings) = (0, 0);
+    for pair in runs.chunks(2) {
+        let [c, a] = pair else { continue };
+        rankings += 1;
+        agree += usize::from((a.gpu_ns < c.gpu_ns) == (a.sim_ns < c.sim_ns));
+    }
+    let report = Calibration {
+        device,
+        reads: args.reads,
+        repeats: args.repeats,
+        seed: args.seed,
+        constants,
+        held_out_max_bytes_error: max(|r| r.bytes_error),
+        held_out_max_time_error: max(|r| r.time_error),
+        rankings_agree: agree,
+        rankings,
+        runs,
+    };
+    println!(
+        "{:<12} {:<11} {:>7} {:>9} {:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "pattern",
+        "layout",
+        "threads",
+        "range KiB",
+        "fit",
+        "GPU MiB",
+        "sim MiB",
+        "err",
+        "GPU ms",
+        "model ms",
+        "err"
+    );
+    for r in &report.runs {
+        println!(
+            "{:<12} {:<11} {:>7} {:>9} {:>5} {:>10.1} {:>10.1} {:>6.1}% {:>10.3} {:>10.3} {:>6.1}%",
+            format!("{:?}", r.spec.pattern),
+            format!("{:?}", r.spec.layout),
+            r.spec.threads,
+            r.spec.range >> 10,
+            if r.fit { "fit" } else { "held" },
+            r.gpu_dtoh_readback_bytes as f64 / 1048576.0,
+            r.sim.htod_bytes() as f64 / 1048576.0,
+            r.bytes_error * 100.0,
+            r.gpu_ns / 1e6,
+            r.sim_ns / 1e6,
+            r.time_error * 100.0
+        );
+    }
+    println!(
+        "constants: {:?}\nheld out: bytes error up to {:.1}%, time error up to {:.1}%; layout ranking agrees on {}/{}",
+        report.constants,
+        report.held_out_max_bytes_error * 100.0,
+        report.held_out_max_time_error * 100.0,
+        report.rankings_agree,
+        report.rankings
+    );
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Options of `uvm-oversub`.
+#[derive(clap::Args)]
+pub struct OversubArgs {
+    /// Threads.
+    #[arg(long, default_value_t = 512)]
+    threads: u32,
+    /// Per-thread range in MiB.
+    #[arg(long, default_value_t = 120)]
+    range_mib: u64,
+    /// Random reads per thread.
+    #[arg(long, default_value_t = 420)]
+    reads: u32,
+    /// GPU memory for managed data, in GiB (below the working set).
+    #[arg(long, default_value_t = 24)]
+    capacity_gib: u64,
+    /// Fitted constants: the JSON written by `uvm-calibrate` (default: uncalibrated constants).
+    #[arg(long)]
+    constants: Option<PathBuf>,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Write the results as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct OversubRun {
+    spec: Spec,
+    counts: Counts,
+    modelled_ms: f64,
+    peak_gpu_bytes: u64,
+}
+
+pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
+    let constants = match &args.constants {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let value: serde_json::Value = serde_json::from_str(&text)?;
+            serde_json::from_value(value["constants"].clone())
+                .with_context(|| format!("{} has no fitted constants", path.display()))?
+        }
+        None => {
+            eprintln!("no --constants: modelled times use uncalibrated constants");
+            CostModel::default()
+        }
+    };
+    let working_set = u64::from(args.threads) * (args.range_mib << 20);
+    let capacity = args.capacity_gib << 30;
+    if capacity >= working_set {
+        bail!("the capacity ({capacity} B) must be below the working set ({working_set} B)");
+    }
+    eprintln!(
+        "simulated: {} threads x {} MiB = {} GiB working set, {} GiB of GPU memory, {} random reads per thread",
+        args.threads,
+        args.range_mib,
+        working_set >> 30,
+        args.capacity_gib,
+        args.reads
+    );
+    let mut runs = Vec::new();
+    for pattern in [Pattern::Lockstep, Pattern::Independent] {
+        for layout in LAYOUTS {
+            let spec = Spec {
+                pattern,
+                layout,
+                threads: args.threads,
+                range: args.range_mib << 20,
+                reads: args.reads,
+                seed: args.seed,
+            };
+            let config = SimConfig {
+                gpu_capacity: Some(capacity),
+                cost: constants,
+                ..sim_config(args.threads)
+            };
+            let report = Simulator::run(config, &spec.trace(1 << 40))?;
+            let k = &report.kernels[0];
+            println!(
+                "{pattern:?}/{layout:?}: {} fault batches, {} faults, {} MiB HtoD ({} MiB prefetched, {} MiB never touched), {} MiB evicted, modelled {:.1} ms",
+                k.counts.batches,
+                k.counts.faults_coalesced,
+                k.counts.htod_bytes() >> 20,
+                k.counts.htod_prefetch_bytes >> 20,
+                (report.total.prefetch_waste_pages * 4096) >> 20,
+                k.counts.dtoh_eviction_bytes >> 20,
+                k.modelled_ns / 1e6
+            );
+            runs.push(OversubRun {
+                spec,
+                counts: k.counts,
+                modelled_ms: k.modelled_ns / 1e6,
+                peak_gpu_bytes: report.peak_gpu_bytes,
+            });
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&runs)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
