@@ -2,12 +2,12 @@
 //! uvmsim traces from the same handles and the same offsets (the twin of
 //! `device/kernels/uvm_patterns.cu`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use translator::{Geometry, GeometryConfig, Handle, SlotOrder, WARP_LANES, warp_handles};
 use uvmsim::{Allocation, Event, Kernel, Trace, WarpTrace};
 
 /// How the lanes of a warp pick their offsets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Pattern {
     /// The lanes of a warp read the same random offsets.
     Lockstep,
@@ -18,7 +18,7 @@ pub enum Pattern {
 }
 
 /// Where each thread's object lies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Layout {
     /// Thread `t` at `base + t * range` (today's allocators).
     Contiguous,
@@ -27,7 +27,7 @@ pub enum Layout {
 }
 
 /// One run: who reads what, where.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
     /// The offsets.
     pub pattern: Pattern,

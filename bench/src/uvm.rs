@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use runtime::{BackendChoice, Runtime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uvmsim::{CostModel, Counts, SimConfig, Simulator};
 
 use crate::patterns::{Layout, Pattern, Spec};
@@ -50,10 +50,14 @@ pub struct CalibrateArgs {
     /// Write the measurements, the fitted constants and the errors as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// No GPU: take the GPU measurements from this JSON (written by an earlier run), replay the
+    /// runs through the current simulator and fit again.
+    #[arg(long)]
+    refit: Option<PathBuf>,
 }
 
 /// One run on both sides.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Run {
     spec: Spec,
     fit: bool,
@@ -68,7 +72,7 @@ struct Run {
     time_error: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Calibration {
     device: String,
     reads: u32,
@@ -112,6 +116,30 @@ fn sim_config(threads: u32) -> SimConfig {
 }
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let (device, runs) = match &args.refit {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let old: Calibration = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a uvm-calibrate report", path.display()))?;
+            let mut runs = old.runs;
+            for r in &mut runs {
+                // Any 2 MiB-aligned base gives the same blocks and counts.
+                let report = Simulator::run(sim_config(r.spec.threads), &r.spec.trace(1 << 40))?;
+                r.sim = report.kernels[0].counts;
+                r.fit = args.fit_ranges.contains(&(r.spec.range >> 10));
+                r.bytes_error =
+                    relative(r.sim.htod_bytes() as f64, r.gpu_dtoh_readback_bytes as f64);
+            }
+            (old.device, runs)
+        }
+        None => measure(args)?,
+    };
+    report(args, device, runs)
+}
+
+/// Run every spec on the GPU and in the simulator.
+fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
     let sizes: Vec<(u32, u64)> = args
         .runs
         .iter()
@@ -214,6 +242,11 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
             }
         }
     }
+    Ok((device, runs))
+}
+
+/// Fit on the runs marked `fit`, judge the others, print and write the report.
+fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::Result<()> {
     let samples: Vec<(Counts, f64)> = runs
         .iter()
         .filter(|r| r.fit)

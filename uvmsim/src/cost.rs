@@ -1,10 +1,11 @@
-//! The cost model: modelled time as a sum of fixed costs per batch, per serviced VA block and
-//! per faulted page, costs per byte moved each way and per zero-filled page, and a cost per warp
-//! instruction; and its fit to measured kernel times.
+//! The cost model: modelled time as a sum of fixed costs per batch, per serviced VA block, per
+//! faulted page and per copy from the host (a run of adjacent pages), costs per byte moved each
+//! way and per zero-filled page, and a cost per warp instruction; and its fit to measured kernel
+//! times.
 //!
 //! The fit minimises the squared relative error over the samples (each row divided by its
 //! measured time) with every constant non-negative, by coordinate descent on the normal
-//! equations (seven unknowns: it converges in a few hundred sweeps).
+//! equations (eight unknowns: it converges in a few hundred sweeps).
 
 use serde::{Deserialize, Serialize};
 
@@ -28,12 +29,15 @@ pub struct CostModel {
     /// Per faulted page serviced (coalesced).
     #[serde(default)]
     pub per_fault_ns: f64,
+    /// Per copy from the host (a run of adjacent pages of one block).
+    #[serde(default)]
+    pub per_copy_ns: f64,
 }
 
 impl Default for CostModel {
     /// Uncalibrated round figures: 20 us per batch, 5 us per block, 55.6 GB/s each way (the
     /// H200's pinned copy rate), 0.5 us per zero-filled page, 1 ns per warp instruction, 1 us per
-    /// faulted page.
+    /// faulted page, 5 us per copy.
     fn default() -> Self {
         Self {
             per_batch_ns: 20_000.0,
@@ -43,12 +47,13 @@ impl Default for CostModel {
             per_zero_page_ns: 500.0,
             per_instruction_ns: 1.0,
             per_fault_ns: 1_000.0,
+            per_copy_ns: 5_000.0,
         }
     }
 }
 
 /// Constants in the model.
-const N: usize = 7;
+const N: usize = 8;
 
 /// The quantities the constants multiply, in the order of [`CostModel::to_array`].
 pub fn features(c: &Counts) -> [f64; N] {
@@ -60,6 +65,7 @@ pub fn features(c: &Counts) -> [f64; N] {
         c.zero_filled_pages as f64,
         c.instructions as f64,
         c.faults_coalesced as f64,
+        c.htod_copies as f64,
     ]
 }
 
@@ -74,6 +80,7 @@ impl CostModel {
             self.per_zero_page_ns,
             self.per_instruction_ns,
             self.per_fault_ns,
+            self.per_copy_ns,
         ]
     }
 
@@ -87,6 +94,7 @@ impl CostModel {
             per_zero_page_ns: a[4],
             per_instruction_ns: a[5],
             per_fault_ns: a[6],
+            per_copy_ns: a[7],
         }
     }
 
@@ -165,6 +173,7 @@ mod tests {
             per_zero_page_ns: 0.0,
             per_instruction_ns: 2.0,
             per_fault_ns: 0.0,
+            per_copy_ns: 0.0,
         };
         let samples: Vec<(Counts, f64)> = [
             counts(10, 40, 1 << 20, 1000),

@@ -124,6 +124,10 @@ pub struct Counts {
     pub prefetch_waste_pages: u64,
     /// Root chunks evicted.
     pub evictions: u64,
+    /// Copies from the host: maximal runs of adjacent pages arriving from the host, per block
+    /// serviced (the driver copies each run as one transfer).
+    #[serde(default)]
+    pub htod_copies: u64,
 }
 
 impl Counts {
@@ -203,6 +207,19 @@ pub struct Simulator {
 
 fn page_of(address: u64) -> u64 {
     address / PAGE_BYTES
+}
+
+/// Maximal runs of adjacent pages in `mask`.
+fn runs(mask: &PageMask) -> u64 {
+    let mut count = 0;
+    let mut last = None;
+    for page in mask.pages() {
+        if last.is_none_or(|l| l + 1 != page) {
+            count += 1;
+        }
+        last = Some(page);
+    }
+    count
 }
 
 impl Simulator {
@@ -557,6 +574,7 @@ impl Simulator {
             let from_host_faulted = faulted.and(&block.cpu).count() as u64;
             let from_host_prefetched = prefetch.and(&block.cpu).count() as u64;
             let arriving = faulted.or(&prefetch);
+            self.counts.htod_copies += runs(&arriving.and(&block.cpu));
             let zero = arriving.and_not(&block.cpu).count() as u64;
             block.cpu = block.cpu.and_not(&arriving);
             block.gpu = block.gpu.or(&arriving);
@@ -651,6 +669,7 @@ impl Counts {
             zero_filled_pages: self.zero_filled_pages - o.zero_filled_pages,
             prefetch_waste_pages: self.prefetch_waste_pages - o.prefetch_waste_pages,
             evictions: self.evictions - o.evictions,
+            htod_copies: self.htod_copies - o.htod_copies,
         };
     }
 }

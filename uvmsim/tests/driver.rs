@@ -42,6 +42,7 @@ fn an_isolated_fault_moves_64_kib() {
     sim.kernel(&one_warp([BASE + 100 * 4096])).unwrap();
     assert_eq!(sim.batch_htod_bytes(), [64 * KIB]);
     assert_eq!(sim.counts().faults_raw, 1);
+    assert_eq!(sim.counts().htod_copies, 1);
 }
 
 #[test]
@@ -54,6 +55,11 @@ fn a_sequential_walk_through_a_fresh_block_doubles() {
         [64 * KIB, 64 * KIB, 128 * KIB, 256 * KIB, 512 * KIB, MIB]
     );
     assert_eq!(sim.counts().instructions, 512);
+    assert_eq!(
+        sim.counts().htod_copies,
+        6,
+        "one run of adjacent pages per batch"
+    );
     sim.check_invariants().unwrap();
 }
 
