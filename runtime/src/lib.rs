@@ -2,7 +2,9 @@
 //!
 //! [`Runtime::builder`] picks the backend at run time (`cuda` when the driver loads and the device
 //! exists, `sim` otherwise or on request, and logs why), reserves the arena, registers the
-//! mailbox and runs the service thread for the runtime's lifetime. Then:
+//! mailbox and runs the service thread for the runtime's lifetime. The arena grows by further
+//! reservations up to [`RuntimeBuilder::max_arena_bytes`] (a grower thread does it, so the service
+//! thread never calls CUDA). Then:
 //! - host code allocates through the same resolver the warps use ([`Runtime::alloc`],
 //!   [`Runtime::alloc_arranged`], [`Runtime::free`]) and fills or reads objects through their
 //!   layout ([`Runtime::write`], [`Runtime::read`]);
