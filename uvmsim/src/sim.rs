@@ -186,8 +186,8 @@ struct Running {
     stalled_at: u64,
     /// The instruction it stalled on last.
     stalled_pc: Option<usize>,
-    /// Every page of the stalled instruction.
-    instruction: Vec<u64>,
+    /// The VA blocks (first pages) of the stalled instruction.
+    blocks: Vec<u64>,
 }
 
 /// The simulated driver state.
@@ -204,6 +204,9 @@ pub struct Simulator {
     counts: Counts,
     batch_htod: Vec<u64>,
 }
+
+/// A VA block: its first page and its page count.
+type BlockRange = (u64, usize);
 
 fn page_of(address: u64) -> u64 {
     address / PAGE_BYTES
@@ -402,15 +405,17 @@ impl Simulator {
         Ok(())
     }
 
-    /// The distinct pages of an instruction; refused when they span more VA blocks than fit.
-    fn pages_of(&self, addresses: &[u64]) -> Result<Vec<u64>, SimError> {
+    /// The distinct pages of an instruction, each with its block (first page, page count);
+    /// refused when they span more VA blocks than fit.
+    fn pages_of(&self, addresses: &[u64]) -> Result<Vec<(u64, BlockRange)>, SimError> {
         let mut pages: Vec<u64> = addresses.iter().map(|&a| page_of(a)).collect();
         pages.sort_unstable();
         pages.dedup();
-        let mut blocks = Vec::new();
-        for &p in &pages {
-            blocks.push(self.block_of(p)?.0);
-        }
+        let pages = pages
+            .into_iter()
+            .map(|p| Ok((p, self.block_of(p)?)))
+            .collect::<Result<Vec<_>, SimError>>()?;
+        let mut blocks: Vec<u64> = pages.iter().map(|&(_, (start, _))| start).collect();
         blocks.dedup();
         if blocks.len() > self.capacity_chunks() {
             return Err(SimError::CapacityTooSmall {
@@ -422,18 +427,18 @@ impl Simulator {
     }
 
     fn on_gpu(&self, page: u64) -> bool {
-        let Ok((start, _)) = self.block_of(page) else {
-            return false;
-        };
+        self.block_of(page)
+            .is_ok_and(|(start, _)| self.resident(page, start))
+    }
+
+    /// Whether `page` of the block starting at `start` is on the GPU.
+    fn resident(&self, page: u64, start: u64) -> bool {
         self.blocks
             .get(&start)
             .is_some_and(|b| b.gpu.test((page - start) as usize))
     }
 
-    fn touch(&mut self, page: u64) {
-        let (start, pages) = self
-            .block_of(page)
-            .expect("checked when the instruction ran");
+    fn touch(&mut self, page: u64, (start, pages): BlockRange) {
         let block = self.block_mut(start, pages);
         let p = (page - start) as usize;
         block.touched.set(p);
@@ -455,7 +460,7 @@ impl Simulator {
                     stalled: Vec::new(),
                     stalled_at: 0,
                     stalled_pc: None,
-                    instruction: Vec::new(),
+                    blocks: Vec::new(),
                 });
                 next += 1;
             }
@@ -464,10 +469,13 @@ impl Simulator {
                 let warp = &kernel.warps[r.warp];
                 while r.pc < warp.len() {
                     let pages = self.pages_of(warp.instruction(r.pc))?;
-                    let missing: Vec<u64> =
-                        pages.iter().copied().filter(|&p| !self.on_gpu(p)).collect();
+                    let missing: Vec<u64> = pages
+                        .iter()
+                        .filter(|&&(p, (start, _))| !self.resident(p, start))
+                        .map(|&(p, _)| p)
+                        .collect();
                     if missing.is_empty() {
-                        pages.iter().for_each(|&p| self.touch(p));
+                        pages.iter().for_each(|&(p, block)| self.touch(p, block));
                         self.counts.instructions += 1;
                         idle_batches = 0;
                         r.pc += 1;
@@ -480,7 +488,8 @@ impl Simulator {
                             r.stalled_at = stalls;
                             stalls += 1;
                         }
-                        r.instruction = pages;
+                        r.blocks = pages.iter().map(|&(_, (start, _))| start).collect();
+                        r.blocks.dedup();
                         break;
                     }
                 }
@@ -499,21 +508,15 @@ impl Simulator {
             }
             // The warp stalled longest keeps the chunks of its instruction's blocks through the
             // batch, so it completes once its pages were serviced: thrashing cannot starve it.
-            let mut protect: Vec<u64> = Vec::new();
-            if let Some(oldest) = running
+            let protect: &[u64] = running
                 .iter()
                 .filter(|r| !r.stalled.is_empty())
                 .min_by_key(|r| r.stalled_at)
-            {
-                for &p in &oldest.instruction {
-                    protect.push(self.block_of(p)?.0);
-                }
-                protect.dedup();
-            }
+                .map_or(&[], |oldest| &oldest.blocks);
             let take = buffer.len().min(self.config.batch_count.max(1));
             let batch: Vec<u64> = buffer.drain(..take).collect();
             // Entries left for later wait behind the others, so the buffer keeps moving.
-            buffer.extend(self.service(&batch, &protect)?);
+            buffer.extend(self.service(&batch, protect)?);
             // The replay: entries whose page arrived leave the buffer; a warp still missing a page
             // (its entry taken but the page since evicted, or never taken) faults on it again
             // unless an entry for it is still waiting.
