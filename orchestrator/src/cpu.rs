@@ -262,8 +262,8 @@ impl HostArena {
 
     /// Whether `len` bytes from `address` lie in the arena.
     pub fn contains(&self, address: u64, len: u64) -> bool {
-        address >= self.base()
-            && address - self.base() <= self.bytes as u64 - len.min(self.bytes as u64)
+        let bytes = self.bytes as u64;
+        len <= bytes && address >= self.base() && address - self.base() <= bytes - len
     }
 
     /// Copy `bytes` to `address` (any alignment; words the range only partly covers keep their
@@ -320,5 +320,23 @@ impl Drop for HostArena {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout, freed once.
         unsafe { std::alloc::dealloc(self.allocation, self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_arena_bounds_and_byte_copies() {
+        let arena = HostArena::new(1);
+        let (base, bytes) = (arena.base(), 2u64 << 20);
+        assert!(arena.contains(base, bytes) && arena.contains(base + bytes - 8, 8));
+        assert!(!arena.contains(base, bytes + 1), "longer than the arena");
+        assert!(!arena.contains(base + 8, bytes) && !arena.contains(base - 8, 8));
+        arena.write_bytes(base + 5, &[1, 2, 3, 4, 5, 6, 7]);
+        let mut out = [0u8; 9];
+        arena.read_bytes(base + 4, &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 6, 7, 0]);
     }
 }

@@ -100,6 +100,13 @@ impl ArrangedAlloc {
     }
 }
 
+/// Up to 32 threads' handles as one warp's lanes (null past the group's end).
+fn warp_of(group: &[Handle]) -> [Handle; WARP_LANES] {
+    let mut lanes = [Handle::NULL; WARP_LANES];
+    lanes[..group.len()].copy_from_slice(group);
+    lanes
+}
+
 /// Pieces of `len` bytes from `offset` of the object behind `handle`, each contiguous in memory:
 /// `(address, range of the caller's buffer)`. Arranged objects are contiguous within a tile.
 fn pieces(
@@ -185,10 +192,12 @@ impl Runtime {
         self.memory.segments().iter().map(|s| s.1).sum()
     }
 
-    /// Run `attempt`; if it found no room and the arena may grow, grow it and try once more.
+    /// Run `attempt`; if it found no room and the arena is growable, grow it and try once more.
+    /// `grow` runs under the growth lock even at the cap, so a growth the grower thread had under
+    /// way (its memory reserved, the resolver not yet told) is finished before the retry.
     fn with_growth<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
         match attempt() {
-            Err(Error::OutOfMemory { .. }) if self.memory.can_grow() => {
+            Err(Error::OutOfMemory { .. }) if self.grower.is_some() => {
                 self.memory.grow(&self.resolver)?;
                 attempt()
             }
@@ -285,9 +294,7 @@ impl Runtime {
                 Ok(a) => handles.extend_from_slice(&a.handles[..lanes]),
                 Err(status) => {
                     for group in handles.chunks(WARP_LANES) {
-                        let mut lanes = [Handle::NULL; WARP_LANES];
-                        lanes[..group.len()].copy_from_slice(group);
-                        r.free_lanes(&lanes);
+                        r.free_lanes(&warp_of(group));
                     }
                     drop(r);
                     let mut err = self.alloc_error(status, &sizes);
@@ -322,8 +329,7 @@ impl Runtime {
         let mut first_error = None;
         let mut r = self.resolver.lock();
         for group in objects.handles.chunks(WARP_LANES) {
-            let mut lanes = [Handle::NULL; WARP_LANES];
-            lanes[..group.len()].copy_from_slice(group);
+            let lanes = warp_of(group);
             let outcomes = r.free_lanes(&lanes);
             if let Some(lane) = outcomes.iter().position(|&o| o != LaneStatus::Ok) {
                 first_error.get_or_insert(Error::BadHandle {
