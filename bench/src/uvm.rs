@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use runtime::{BackendChoice, Runtime};
 use serde::{Deserialize, Serialize};
-use uvmsim::{CostModel, Counts, SimConfig, Simulator};
+use uvmsim::{CostModel, Counts, SimConfig, Simulator, Term};
 
 use crate::patterns::{Layout, Pattern, Spec};
 
@@ -29,7 +29,11 @@ const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
     /// Runs as threads:range-in-KiB pairs.
-    #[arg(long, value_delimiter = ',', default_values_t = ["1024:16".to_string(), "1024:256".into(), "1024:2048".into(), "128:16384".into()])]
+    #[arg(long, value_delimiter = ',', default_values_t = [
+        "1024:16".to_string(), "1024:64".into(), "1024:256".into(), "1024:1024".into(),
+        "1024:2048".into(), "256:4096".into(), "128:8192".into(), "128:16384".into(),
+        "64:16384".into(),
+    ])]
     runs: Vec<String>,
     /// Ranges (KiB) whose runs fit the cost model; the others are held out.
     #[arg(long, value_delimiter = ',', default_values_t = [16u64, 2048])]
@@ -37,8 +41,9 @@ pub struct CalibrateArgs {
     /// Reads per thread.
     #[arg(long, default_value_t = 100)]
     reads: u32,
-    /// Repeats per run (the median time is kept).
-    #[arg(long, default_value_t = 3)]
+    /// Repeats per run (the median time is kept; their spread decides whether the GPU tells
+    /// two layouts apart).
+    #[arg(long, default_value_t = 5)]
     repeats: u32,
     /// Seed of the random offsets.
     #[arg(long, default_value_t = 7)]
@@ -50,10 +55,21 @@ pub struct CalibrateArgs {
     /// Write the measurements, the fitted constants and the errors as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// No GPU: take the GPU measurements from this JSON (written by an earlier run), replay the
-    /// runs through the current simulator and fit again.
+    /// No GPU: take the GPU measurements from these JSON reports (written by earlier runs; the
+    /// runs of all of them together), replay the runs through the current simulator and fit
+    /// again.
+    #[arg(long, value_delimiter = ',')]
+    refit: Vec<PathBuf>,
+    /// Fit a cost per fault batch too. Off by default: the simulated batch count does not follow
+    /// the GPU's fault groups (on the H200, 4 simulated batches where CUPTI saw 25 or more), so
+    /// the per-batch cost is held at zero and the per-fault cost carries the batches' work.
     #[arg(long)]
-    refit: Option<PathBuf>,
+    fit_batch_cost: bool,
+    /// Fail when the simulator's migrated bytes are further than this fraction from the GPU's on
+    /// any run (CI replays the committed measurements with it, so a simulator change that drifts
+    /// from the GPU fails).
+    #[arg(long)]
+    max_bytes_error: Option<f64>,
 }
 
 /// One run on both sides.
@@ -66,6 +82,9 @@ struct Run {
     /// Bytes that came back when the host read every page after the kernel: what the GPU held.
     gpu_dtoh_readback_bytes: u64,
     gpu_ns: f64,
+    /// Every repeat's kernel time, sorted (absent in reports written before they were kept).
+    #[serde(default)]
+    gpu_ns_repeats: Vec<f64>,
     sim: Counts,
     sim_ns: f64,
     bytes_error: f64,
@@ -79,11 +98,20 @@ struct Calibration {
     repeats: u32,
     seed: u64,
     constants: CostModel,
+    /// Terms held at zero instead of fitted.
+    #[serde(default)]
+    held_terms: Vec<String>,
     runs: Vec<Run>,
     held_out_max_bytes_error: f64,
     held_out_max_time_error: f64,
+    /// Layout pairs the GPU tells apart (medians further apart than either layout's spread over
+    /// its repeats) on which the simulator ranks the layouts the same way.
     rankings_agree: usize,
+    /// Layout pairs the GPU tells apart.
     rankings: usize,
+    /// Layout pairs within the GPU's run-to-run spread: the GPU ranks them neither way.
+    #[serde(default)]
+    rankings_within_noise: usize,
 }
 
 fn parse_run(text: &str) -> anyhow::Result<(u32, u64)> {
@@ -116,13 +144,41 @@ fn sim_config(threads: u32) -> SimConfig {
 }
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
-    let (device, runs) = match &args.refit {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let old: Calibration = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a uvm-calibrate report", path.display()))?;
-            let mut runs = old.runs;
+    let (device, runs) = match args.refit.is_empty() {
+        false => {
+            let mut device = String::new();
+            let mut runs = Vec::new();
+            for path in &args.refit {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let old: Calibration = serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a uvm-calibrate report", path.display()))?;
+                if !device.is_empty() && device != old.device {
+                    bail!(
+                        "{} was measured on {}, not {device}",
+                        path.display(),
+                        old.device
+                    );
+                }
+                if old.reads != args.reads || old.seed != args.seed {
+                    bail!(
+                        "{} used --reads {} --seed {}: pass the same to replay it",
+                        path.display(),
+                        old.reads,
+                        old.seed
+                    );
+                }
+                if old.repeats != args.repeats {
+                    bail!(
+                        "{} kept the median of {} repeats: pass --repeats {} to replay it",
+                        path.display(),
+                        old.repeats,
+                        old.repeats
+                    );
+                }
+                device = old.device;
+                runs.extend(old.runs);
+            }
             for r in &mut runs {
                 // Any 2 MiB-aligned base gives the same blocks and counts.
                 let report = Simulator::run(sim_config(r.spec.threads), &r.spec.trace(1 << 40))?;
@@ -131,9 +187,9 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
                 r.bytes_error =
                     relative(r.sim.htod_bytes() as f64, r.gpu_dtoh_readback_bytes as f64);
             }
-            (old.device, runs)
+            (device, runs)
         }
-        None => measure(args)?,
+        true => measure(args)?,
     };
     report(args, device, runs)
 }
@@ -145,6 +201,16 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
         .iter()
         .map(|r| parse_run(r))
         .collect::<Result<_, _>>()?;
+    // Checked before any GPU time is spent: the report needs runs to fit on.
+    if !sizes
+        .iter()
+        .any(|(_, range)| args.fit_ranges.contains(&(range >> 10)))
+    {
+        bail!(
+            "no run in --runs has a range in --fit-ranges {:?}: nothing to fit the cost model on",
+            args.fit_ranges
+        );
+    }
     let rt = Runtime::builder()
         .backend(BackendChoice::Cuda)
         .fault_counters(true)
@@ -229,6 +295,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                     gpu_fault_groups: faults.total.gpu_page_faults,
                     gpu_dtoh_readback_bytes: readback.total.dtoh_bytes,
                     gpu_ns: times[times.len() / 2],
+                    gpu_ns_repeats: times,
                     sim: counts,
                     sim_ns: 0.0,
                     // What the GPU held, read back: CUPTI's HtoD records are lost under load (on the
@@ -245,6 +312,16 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
     Ok((device, runs))
 }
 
+/// Whether the GPU ranks two layouts at all: their medians lie further apart than either one's
+/// spread over its repeats. Runs without kept repeats count as told apart.
+fn gpu_tells_apart(c: &Run, a: &Run) -> bool {
+    let spread = |r: &Run| match (r.gpu_ns_repeats.first(), r.gpu_ns_repeats.last()) {
+        (Some(lo), Some(hi)) => hi - lo,
+        _ => 0.0,
+    };
+    (a.gpu_ns - c.gpu_ns).abs() > spread(a).max(spread(c))
+}
+
 /// Fit on the runs marked `fit`, judge the others, print and write the report.
 fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::Result<()> {
     let samples: Vec<(Counts, f64)> = runs
@@ -255,16 +332,26 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
     if samples.is_empty() {
         bail!("no run has a range in --fit-ranges");
     }
-    let constants = CostModel::fit(&samples, &CostModel::default());
+    let mut prior = CostModel::default();
+    let mut held_terms = Vec::new();
+    if !args.fit_batch_cost {
+        prior.per_batch_ns = 0.0;
+        held_terms.push(Term::Batch);
+    }
+    let constants = CostModel::fit(&samples, &prior, &held_terms);
     for r in &mut runs {
         r.sim_ns = constants.time_ns(&r.sim);
         r.time_error = relative(r.sim_ns, r.gpu_ns);
     }
     let held: Vec<&Run> = runs.iter().filter(|r| !r.fit).collect();
     let max = |f: fn(&Run) -> f64| held.iter().map(|r| f(r)).fold(0.0, f64::max);
-    let (mut agree, mut rankings) = (0, 0);
+    let (mut agree, mut rankings, mut within_noise) = (0, 0, 0);
     for pair in runs.chunks(2) {
         let [c, a] = pair else { continue };
+        if !gpu_tells_apart(c, a) {
+            within_noise += 1;
+            continue;
+        }
         rankings += 1;
         agree += usize::from((a.gpu_ns < c.gpu_ns) == (a.sim_ns < c.sim_ns));
     }
@@ -274,10 +361,12 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         repeats: args.repeats,
         seed: args.seed,
         constants,
+        held_terms: held_terms.iter().map(|t| format!("{t:?}")).collect(),
         held_out_max_bytes_error: max(|r| r.bytes_error),
         held_out_max_time_error: max(|r| r.time_error),
         rankings_agree: agree,
         rankings,
+        rankings_within_noise: within_noise,
         runs,
     };
     println!(
@@ -311,16 +400,36 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         );
     }
     println!(
-        "constants: {:?}\nheld out: bytes error up to {:.1}%, time error up to {:.1}%; layout ranking agrees on {}/{}",
+        "constants: {:?} (held at zero: {:?})\nheld out: bytes error up to {:.1}%, time error up to {:.1}%; layout ranking agrees on {}/{} pairs the GPU tells apart ({} more within its run-to-run spread)",
         report.constants,
+        report.held_terms,
         report.held_out_max_bytes_error * 100.0,
         report.held_out_max_time_error * 100.0,
         report.rankings_agree,
-        report.rankings
+        report.rankings,
+        report.rankings_within_noise
     );
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(limit) = args.max_bytes_error {
+        let worst = report
+            .runs
+            .iter()
+            .max_by(|a, b| a.bytes_error.total_cmp(&b.bytes_error))
+            .context("no runs")?;
+        if worst.bytes_error > limit {
+            bail!(
+                "migrated bytes {:.1}% off the GPU on {:?}/{:?} {} x {} KiB (limit {:.1}%)",
+                worst.bytes_error * 100.0,
+                worst.spec.pattern,
+                worst.spec.layout,
+                worst.spec.threads,
+                worst.spec.range >> 10,
+                limit * 100.0
+            );
+        }
     }
     Ok(())
 }

@@ -55,6 +55,27 @@ impl Default for CostModel {
 /// Constants in the model.
 const N: usize = 8;
 
+/// One term of the model, in feature order: names a constant a fit may hold fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Term {
+    /// [`CostModel::per_batch_ns`].
+    Batch,
+    /// [`CostModel::per_block_ns`].
+    Block,
+    /// [`CostModel::per_htod_byte_ns`].
+    HtodByte,
+    /// [`CostModel::per_dtoh_byte_ns`].
+    DtohByte,
+    /// [`CostModel::per_zero_page_ns`].
+    ZeroPage,
+    /// [`CostModel::per_instruction_ns`].
+    Instruction,
+    /// [`CostModel::per_fault_ns`].
+    Fault,
+    /// [`CostModel::per_copy_ns`].
+    Copy,
+}
+
 /// The quantities the constants multiply, in the order of [`CostModel::to_array`].
 pub fn features(c: &Counts) -> [f64; N] {
     [
@@ -108,15 +129,22 @@ impl CostModel {
     }
 
     /// The non-negative constants that best explain `samples` of (counts, measured ns), in
-    /// relative error. Constants whose feature is zero in every sample stay at `prior`'s value.
-    pub fn fit(samples: &[(Counts, f64)], prior: &CostModel) -> CostModel {
+    /// relative error. The terms in `held`, and constants whose feature is zero in every sample,
+    /// stay at `prior`'s value (a held term's share of each time is taken off before the fit).
+    pub fn fit(samples: &[(Counts, f64)], prior: &CostModel, held: &[Term]) -> CostModel {
+        let mut x = prior.to_array();
+        let is_held: [bool; N] = std::array::from_fn(|j| held.iter().any(|&t| t as usize == j));
         let rows: Vec<([f64; N], f64)> = samples
             .iter()
             .filter(|(_, t)| *t > 0.0)
-            .map(|(c, t)| (features(c).map(|f| f / t), 1.0))
+            .map(|(c, t)| {
+                let row = features(c).map(|f| f / t);
+                let fixed: f64 = (0..N).filter(|&j| is_held[j]).map(|j| row[j] * x[j]).sum();
+                (row, 1.0 - fixed)
+            })
             .collect();
-        let mut x = prior.to_array();
-        let used: [bool; N] = std::array::from_fn(|j| rows.iter().any(|r| r.0[j] != 0.0));
+        let used: [bool; N] =
+            std::array::from_fn(|j| !is_held[j] && rows.iter().any(|r| r.0[j] != 0.0));
         // Scale columns to unit norm so one sweep treats them alike.
         let norms: [f64; N] = std::array::from_fn(|j| {
             rows.iter()
@@ -163,6 +191,27 @@ mod tests {
         }
     }
 
+    /// Sample counts with the times `truth` gives them.
+    fn timed_by(truth: &CostModel) -> Vec<(Counts, f64)> {
+        [
+            counts(10, 40, 1 << 20, 1000),
+            counts(100, 100, 64 << 20, 50_000),
+            counts(5, 300, 8 << 20, 200),
+            counts(1000, 1200, 512 << 20, 1_000_000),
+            counts(50, 60, 2 << 20, 9_000_000),
+        ]
+        .into_iter()
+        .map(|c| (c, truth.time_ns(&c)))
+        .collect()
+    }
+
+    fn assert_fits(fitted: &CostModel, samples: &[(Counts, f64)]) {
+        for (c, t) in samples {
+            let err = (fitted.time_ns(c) - t).abs() / t;
+            assert!(err < 0.01, "relative error {err} on {c:?}");
+        }
+    }
+
     #[test]
     fn the_fit_recovers_constants_that_generated_the_times() {
         let truth = CostModel {
@@ -175,26 +224,51 @@ mod tests {
             per_fault_ns: 0.0,
             per_copy_ns: 0.0,
         };
-        let samples: Vec<(Counts, f64)> = [
-            counts(10, 40, 1 << 20, 1000),
-            counts(100, 100, 64 << 20, 50_000),
-            counts(5, 300, 8 << 20, 200),
-            counts(1000, 1200, 512 << 20, 1_000_000),
-            counts(50, 60, 2 << 20, 9_000_000),
-        ]
-        .into_iter()
-        .map(|c| (c, truth.time_ns(&c)))
-        .collect();
-        let fitted = CostModel::fit(&samples, &CostModel::default());
-        for (c, t) in &samples {
-            let err = (fitted.time_ns(c) - t).abs() / t;
-            assert!(err < 0.01, "relative error {err} on {c:?}");
-        }
+        let samples = timed_by(&truth);
+        let fitted = CostModel::fit(&samples, &CostModel::default(), &[]);
+        assert_fits(&fitted, &samples);
         assert!(fitted.to_array().iter().all(|&k| k >= 0.0));
         // Unused features keep the prior.
         assert_eq!(
             fitted.per_zero_page_ns,
             CostModel::default().per_zero_page_ns
+        );
+    }
+
+    #[test]
+    fn a_held_term_keeps_its_value_and_the_others_absorb_the_rest() {
+        let truth = CostModel {
+            per_batch_ns: 10_000.0,
+            per_block_ns: 0.0,
+            per_htod_byte_ns: 0.05,
+            per_dtoh_byte_ns: 0.0,
+            per_zero_page_ns: 0.0,
+            per_instruction_ns: 1.0,
+            per_fault_ns: 0.0,
+            per_copy_ns: 0.0,
+        };
+        let samples = timed_by(&truth);
+        // Holding the batch cost at its true value leaves the others to recover theirs.
+        let prior = CostModel {
+            per_batch_ns: 10_000.0,
+            ..CostModel::default()
+        };
+        let fitted = CostModel::fit(&samples, &prior, &[Term::Batch]);
+        assert_eq!(fitted.per_batch_ns, 10_000.0);
+        assert_fits(&fitted, &samples);
+        // Holding it at zero moves its share elsewhere but never makes a constant negative.
+        let zero = CostModel {
+            per_batch_ns: 0.0,
+            ..CostModel::default()
+        };
+        let fitted = CostModel::fit(&samples, &zero, &[Term::Batch]);
+        assert_eq!(fitted.per_batch_ns, 0.0);
+        assert!(fitted.to_array().iter().all(|&k| k >= 0.0));
+        let (c, t) = &samples[3];
+        let without_batches = t - 1000.0 * 10_000.0;
+        assert!(
+            fitted.time_ns(c) > without_batches * 1.05,
+            "the other terms took the batches' share"
         );
     }
 }

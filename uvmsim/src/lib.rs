@@ -15,7 +15,7 @@ pub mod prefetch;
 pub mod sim;
 pub mod trace;
 
-pub use cost::CostModel;
+pub use cost::{CostModel, Term};
 pub use prefetch::PrefetchParams;
 pub use sim::{Counts, KernelReport, Report, SimConfig, SimError, Simulator};
 pub use trace::{Allocation, Event, Kernel, Trace, WarpTrace};
