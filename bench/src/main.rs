@@ -4,11 +4,13 @@
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod graph;
 mod mailbox_stress;
 mod parity;
 mod patterns;
 mod selftest;
 mod uvm;
+mod walk;
 
 /// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
 #[derive(Parser)]
@@ -20,6 +22,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: uniform random walks (DeepWalk style) from every vertex of a graph whose
+    /// adjacency lists are allocated from inside kernels (one thread per vertex), against
+    /// arrangement off, CUDA's device malloc and a managed CSR, each walk checked against a CPU
+    /// reference. On the GPU when there is one; otherwise CPU warps through the same runtime and
+    /// the UVM simulator (modelled times, said so). Example: `alignmalloc walk --rmat 16`.
+    Walk(walk::Args),
     /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result
     /// against the Rust translator. Needs a CUDA GPU and NVRTC; exits non-zero on any mismatch.
     LayoutParity(parity::Args),
@@ -45,6 +53,16 @@ enum Command {
     UvmOversub(uvm::OversubArgs),
 }
 
+/// Whether a runtime built with `choice` will run on the GPU (fault counters are asked for only
+/// there).
+fn runs_on_gpu(choice: runtime::BackendChoice) -> bool {
+    match choice {
+        runtime::BackendChoice::Sim => false,
+        runtime::BackendChoice::Cuda => true,
+        runtime::BackendChoice::Auto => runtime::cuda::open(0).is_ok(),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -59,5 +77,6 @@ fn main() -> anyhow::Result<()> {
         Command::Selftest(args) => selftest::run(&args),
         Command::UvmCalibrate(args) => uvm::calibrate(&args),
         Command::UvmOversub(args) => uvm::oversub(&args),
+        Command::Walk(args) => walk::run(&args),
     }
 }

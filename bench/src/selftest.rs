@@ -397,11 +397,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         bail!("--threads, --round-threads and --rounds must be positive");
     }
     // Whether the runtime will run on the GPU: fault counters are asked for only there.
-    let gpu = match args.backend {
-        BackendChoice::Sim => false,
-        BackendChoice::Cuda => true,
-        BackendChoice::Auto => runtime::cuda::open(0).is_ok(),
-    };
+    let gpu = crate::runs_on_gpu(args.backend);
     let counting = gpu && !args.no_fault_counters;
     let mut builder = Runtime::builder()
         .backend(args.backend)

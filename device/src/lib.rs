@@ -59,8 +59,15 @@ pub const UVM_PATTERNS: Source = Source {
     text: include_str!("../kernels/uvm_patterns.cu"),
 };
 
+/// Random walks over lists allocated from inside kernels, and their baselines (`alignmalloc
+/// walk`).
+pub const WALK: Source = Source {
+    path: "walk.cu",
+    text: include_str!("../kernels/walk.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
-pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST, UVM_PATTERNS];
+pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST, UVM_PATTERNS, WALK];
 
 #[cfg(test)]
 mod tests {

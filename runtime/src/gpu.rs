@@ -34,6 +34,16 @@ pub enum GpuError {
         /// Free device memory.
         free: u64,
     },
+    /// A host copy would run past the end of a managed region.
+    #[error("{len} bytes at offset {offset} run past the {bytes}-byte managed region")]
+    OutOfBounds {
+        /// Offset asked.
+        offset: u64,
+        /// Length asked.
+        len: u64,
+        /// The region's length.
+        bytes: u64,
+    },
 }
 
 fn check(call: &'static str, result: sys::CUresult) -> Result<(), GpuError> {
@@ -232,6 +242,56 @@ impl ManagedArena {
         // `self`; the host may access managed memory (the runtime requires concurrent managed
         // access), and the caller runs no kernel on it meanwhile.
         unsafe { std::ptr::write_bytes(self.base as *mut u8, value, self.bytes() as usize) };
+    }
+
+    /// Copy `bytes` to `offset` from the host (the pages become resident on the host). No kernel
+    /// may use the arena meanwhile.
+    pub fn write_from_host(&self, offset: u64, bytes: &[u8]) -> Result<(), GpuError> {
+        if offset
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > self.bytes())
+        {
+            return Err(GpuError::OutOfBounds {
+                offset,
+                len: bytes.len() as u64,
+                bytes: self.bytes(),
+            });
+        }
+        // SAFETY: `offset..offset + len` was checked to lie in this managed allocation, which
+        // lives as long as `self`; the caller runs no kernel on it meanwhile (as in
+        // `fill_from_host`); the source is a distinct host slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (self.base + offset) as *mut u8,
+                bytes.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Ask the driver to migrate the whole arena to the GPU on `stream` (cuMemPrefetchAsync):
+    /// what a user does before a kernel when the data fits.
+    pub fn prefetch_to_device(
+        &self,
+        ordinal: usize,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<(), GpuError> {
+        let location = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal as i32,
+        };
+        // SAFETY: the range lies in this managed allocation; the stream belongs to its context;
+        // the allocation outlives the prefetch (the caller synchronises before dropping it).
+        check("cuMemPrefetchAsync", unsafe {
+            sys::cuMemPrefetchAsync_v2(
+                self.base,
+                self.bytes() as usize,
+                location,
+                0,
+                stream.cu_stream(),
+            )
+        })
     }
 
     /// Read one byte of every 4 KiB page from the host, so every page is resident on the host

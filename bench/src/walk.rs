@@ -1,0 +1,656 @@
+//! `alignmalloc walk`: uniform random walks (DeepWalk style) over a graph whose adjacency lists
+//! are allocated from inside kernels, one thread per vertex, as dynamic-graph code does.
+//!
+//! Systems, on the same graph and the same walks:
+//! - `alignmalloc`: lists from `am::malloc` (warp-arranged chunks);
+//! - `alignmalloc-contiguous`: lists from `am::malloc_contiguous` (arrangement off: the
+//!   thread-contiguous layout of today's allocators);
+//! - `cuda-malloc`: lists from CUDA's in-kernel `malloc` (device heap; GPU only, lists filled on
+//!   the GPU, since the host cannot reach the device heap);
+//! - `managed-csr`: the graph as one CSR in `cudaMallocManaged` memory written by the host (what a
+//!   user would write), and `managed-csr-prefetch`: the same with a bulk `cudaMemPrefetchAsync`
+//!   before the walk (GPU only: the simulator has no prefetch call).
+//!
+//! Placements of the lists: `gpu` (filled by the kernel that allocated them, so they start on
+//! the GPU) and `host` (filled by the host before each walk, so the walk migrates them).
+//!
+//! Every system's walks are checked against the CPU reference ([`reference_walks`]) for the same
+//! seed: by digest always, step by step with `--verify`. The formulas ([`walk_random`],
+//! [`digest_step`]) are the twins of `device/kernels/walk.cu`.
+//!
+//! On the GPU, times are kernel wall times (median of `--repeats` after a warm-up walk) and
+//! migrations come from CUPTI (lower bounds under heavy load, see docs/usage.md). On the sim
+//! backend, CPU warps allocate through the same mailbox and walk through the same layout, and
+//! uvmsim replays the walk's accesses with the cost model fitted on the H200: its times are
+//! modelled, and the report says so.
+
+mod gpu;
+mod sim;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use runtime::{BackendChoice, BackendKind, Runtime};
+use serde::Serialize;
+
+use crate::graph::{BuildNotes, Direction, Graph};
+use crate::patterns::mix;
+
+/// A step that did not happen: the walk ended at a vertex without neighbours.
+pub const NO_VERTEX: u32 = u32::MAX;
+
+/// Options of `walk`.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("graph").required(true).args(["rmat", "snap", "mtx"])))]
+pub struct Args {
+    /// Generate an R-MAT graph with 2^SCALE vertices (Graph500's parameters, undirected).
+    #[arg(long, value_name = "SCALE")]
+    rmat: Option<u32>,
+    /// Edges per vertex generated for --rmat.
+    #[arg(long, default_value_t = 16)]
+    edge_factor: u32,
+    /// Load a SNAP edge list ("u v" per line, "#" comments).
+    #[arg(long, value_name = "FILE")]
+    snap: Option<PathBuf>,
+    /// Load a Matrix Market coordinate file (symmetric files are undirected).
+    #[arg(long, value_name = "FILE")]
+    mtx: Option<PathBuf>,
+    /// How to read the edges of --snap and of general --mtx files.
+    #[arg(long, value_enum, default_value_t = Direction::Undirected)]
+    direction: Direction,
+    /// Which vertex's list each allocating thread asks for: `degree` gives a warp's 32 lanes
+    /// lists of similar length (vertices by falling degree); `vertex` takes vertex ids in order.
+    /// An arranged chunk gives every lane the span of the warp's longest list, so on skewed
+    /// graphs `vertex` order costs several times the memory.
+    #[arg(long, value_enum, default_value_t = Order::Degree)]
+    order: Order,
+    /// Steps per walk.
+    #[arg(long, default_value_t = 80)]
+    length: u32,
+    /// Walks started from every vertex.
+    #[arg(long, default_value_t = 1)]
+    walks_per_vertex: u32,
+    /// Seed of the graph generator and of the walks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Timed walks per system and placement (the median is reported), after one warm-up walk.
+    #[arg(long, default_value_t = 3)]
+    repeats: u32,
+    /// Check every walk step by step against the CPU reference (always checked by digest).
+    #[arg(long)]
+    verify: bool,
+    /// Write alignmalloc's walks to this file, one walk per line (vertex ids, space-separated).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Backend: auto (the GPU when there is one, else the simulator), cuda or sim.
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// Which vertex each allocating thread takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Thread t takes vertex t.
+    Vertex,
+    /// Thread t takes the vertex of t-th largest degree (ties by id).
+    Degree,
+}
+
+/// The vertex of each allocating thread.
+pub fn allocation_order(graph: &Graph, order: Order) -> Vec<u32> {
+    let mut vertices: Vec<u32> = (0..graph.vertices() as u32).collect();
+    if order == Order::Degree {
+        vertices.sort_by_key(|&v| std::cmp::Reverse(graph.degree(v)));
+    }
+    vertices
+}
+
+/// The random number of step `step` of walker `walker`.
+pub fn walk_random(seed: u64, walker: u64, step: u32) -> u64 {
+    mix(mix(seed ^ walker).wrapping_add(u64::from(step)))
+}
+
+/// A walk's digest after visiting `vertex`.
+pub fn digest_step(digest: u64, vertex: u32) -> u64 {
+    mix(digest ^ u64::from(vertex))
+}
+
+/// What every system must reproduce.
+pub struct Reference {
+    /// Walkers (`vertices x walks_per_vertex`).
+    pub walkers: u64,
+    /// Steps per walk.
+    pub length: u32,
+    /// Each walker's digest.
+    pub digests: Vec<u64>,
+    /// Each walker's path (`length + 1` vertices, [`NO_VERTEX`] after an early end), when asked.
+    pub paths: Option<Vec<u32>>,
+}
+
+/// The walks on the CPU, straight from the CSR.
+pub fn reference_walks(
+    graph: &Graph,
+    walkers: u64,
+    length: u32,
+    seed: u64,
+    keep_paths: bool,
+) -> Reference {
+    let stride = length as usize + 1;
+    let mut digests = vec![0u64; walkers as usize];
+    let mut paths = keep_paths.then(|| vec![NO_VERTEX; walkers as usize * stride]);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let per = (walkers as usize).div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let path_chunks: Box<dyn Iterator<Item = Option<&mut [u32]>>> = match paths.as_mut() {
+            Some(p) => Box::new(p.chunks_mut(per * stride).map(Some)),
+            None => Box::new(std::iter::repeat_with(|| None)),
+        };
+        for ((chunk, digests), mut path_chunk) in
+            digests.chunks_mut(per).enumerate().zip(path_chunks)
+        {
+            scope.spawn(move || {
+                for (i, digest) in digests.iter_mut().enumerate() {
+                    let w = (chunk * per + i) as u64;
+                    let path = path_chunk
+                        .as_deref_mut()
+                        .map(|p| &mut p[i * stride..(i + 1) * stride]);
+                    *digest = walk_one(graph, w, length, seed, path);
+                }
+            });
+        }
+    });
+    Reference {
+        walkers,
+        length,
+        digests,
+        paths,
+    }
+}
+
+/// One walker's walk; its digest, and its path in `path` when given.
+fn walk_one(graph: &Graph, w: u64, length: u32, seed: u64, mut path: Option<&mut [u32]>) -> u64 {
+    let mut v = (w % graph.vertices() as u64) as u32;
+    let mut digest = digest_step(0, v);
+    if let Some(p) = path.as_deref_mut() {
+        p[0] = v;
+    }
+    for s in 0..length {
+        let d = graph.degree(v);
+        if d == 0 {
+            break;
+        }
+        v = graph.neighbors_of(v)[(walk_random(seed, w, s) % d) as usize];
+        digest = digest_step(digest, v);
+        if let Some(p) = path.as_deref_mut() {
+            p[s as usize + 1] = v;
+        }
+    }
+    digest
+}
+
+/// Where the lists start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Filled by the kernel that allocated them.
+    Gpu,
+    /// Filled by the host before each walk.
+    Host,
+}
+
+/// One system in one placement.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemRun {
+    /// Which system.
+    pub system: &'static str,
+    /// Where its lists started.
+    pub placement: Placement,
+    /// Building the lists: allocation kernel (with the fill for `gpu`), ms.
+    pub build_ms: f64,
+    /// The host's fill before a walk (`host` placement), ms, median.
+    pub fill_ms: f64,
+    /// A bulk prefetch before the walk (`managed-csr-prefetch`), ms, median; included in
+    /// `walk_ms`.
+    pub prefetch_ms: f64,
+    /// The walk, ms: median of the repeats (GPU) or modelled (sim).
+    pub walk_ms: f64,
+    /// Every repeat's walk time (GPU).
+    pub walk_ms_repeats: Vec<f64>,
+    /// Walks per second from `walk_ms`.
+    pub walks_per_s: f64,
+    /// `walk_ms` over alignmalloc's in the same placement (above 1: alignmalloc is faster).
+    pub ratio_to_alignmalloc: Option<f64>,
+    /// Bytes migrated to the GPU during the walk (CUPTI on the GPU, lower bound under load;
+    /// modelled on sim).
+    pub htod_bytes: u64,
+    /// GPU fault groups during the walk (CUPTI) or coalesced faults (modelled).
+    pub gpu_faults: u64,
+    /// Every walk matched the CPU reference (by digest; by path too with --verify); `None`
+    /// where the run was traced from the reference itself and checks nothing.
+    pub walks_agree: Option<bool>,
+    /// Bytes the system held for the lists (chunk capacity or exact list bytes).
+    pub list_bytes: u64,
+}
+
+impl SystemRun {
+    /// A run with its build figures; the walk's are filled in later.
+    pub fn new(system: &'static str, placement: Placement, build_ms: f64, list_bytes: u64) -> Self {
+        Self {
+            system,
+            placement,
+            build_ms,
+            fill_ms: 0.0,
+            prefetch_ms: 0.0,
+            walk_ms: 0.0,
+            walk_ms_repeats: Vec::new(),
+            walks_per_s: 0.0,
+            ratio_to_alignmalloc: None,
+            htod_bytes: 0,
+            gpu_faults: 0,
+            walks_agree: None,
+            list_bytes,
+        }
+    }
+}
+
+/// The report.
+#[derive(Serialize)]
+struct Report {
+    backend: String,
+    backend_reason: String,
+    device: String,
+    graph: String,
+    vertices: usize,
+    edges: u64,
+    max_degree: u64,
+    notes: BuildNotes,
+    walkers: u64,
+    length: u32,
+    seed: u64,
+    repeats: u32,
+    order: Order,
+    times: &'static str,
+    runs: Vec<SystemRun>,
+}
+
+/// Compare a system's digests (and paths) with the reference; the first difference, if any.
+pub fn compare(
+    reference: &Reference,
+    digests: &[u64],
+    paths: Option<&[u32]>,
+) -> Result<(), String> {
+    if let Some(w) = (0..reference.digests.len()).find(|&w| digests[w] != reference.digests[w]) {
+        return Err(format!("walk {w} differs from the CPU reference (digest)"));
+    }
+    if let (Some(want), Some(got)) = (&reference.paths, paths) {
+        let stride = reference.length as usize + 1;
+        if let Some(i) = (0..want.len()).find(|&i| want[i] != got[i]) {
+            return Err(format!(
+                "walk {} differs from the CPU reference at step {}: {} instead of {}",
+                i / stride,
+                i % stride,
+                got[i],
+                want[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn load_graph(args: &Args) -> anyhow::Result<(String, Graph, BuildNotes)> {
+    let started = Instant::now();
+    let (name, (graph, notes)) = match (&args.rmat, &args.snap, &args.mtx) {
+        (Some(scale), _, _) => (
+            format!("rmat-{scale}-ef{}", args.edge_factor),
+            Graph::rmat(*scale, args.edge_factor, args.seed)?,
+        ),
+        (_, Some(path), _) => (
+            path.display().to_string(),
+            Graph::read_snap(path, args.direction)?,
+        ),
+        (_, _, Some(path)) => (
+            path.display().to_string(),
+            Graph::read_matrix_market(path, args.direction)?,
+        ),
+        _ => bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
+    };
+    if graph.vertices() > u32::MAX as usize - 1 {
+        bail!("{name}: more vertices than 32-bit ids");
+    }
+    eprintln!(
+        "graph {name}: {} vertices, {} directed edges (max degree {}; {} duplicates dropped, {} self-loops kept), loaded in {:.1} s",
+        graph.vertices(),
+        graph.edges(),
+        graph.max_degree(),
+        notes.duplicates,
+        notes.self_loops,
+        started.elapsed().as_secs_f64()
+    );
+    Ok((name, graph, notes))
+}
+
+fn write_walks(path: &PathBuf, reference: &Reference) -> anyhow::Result<()> {
+    use std::io::Write;
+    let paths = reference
+        .paths
+        .as_ref()
+        .context("no paths were kept to write")?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for walk in paths.chunks(reference.length as usize + 1) {
+        let mut first = true;
+        for &v in walk.iter().take_while(|&&v| v != NO_VERTEX) {
+            if !first {
+                out.write_all(b" ")?;
+            }
+            write!(out, "{v}")?;
+            first = false;
+        }
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.length == 0 || args.walks_per_vertex == 0 || args.repeats == 0 {
+        bail!("--length, --walks-per-vertex and --repeats must be at least 1");
+    }
+    let (name, graph, notes) = load_graph(args)?;
+    let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);
+    let keep_paths = args.verify || args.output.is_some();
+    let started = Instant::now();
+    let reference = reference_walks(&graph, walkers, args.length, args.seed, keep_paths);
+    eprintln!(
+        "CPU reference: {walkers} walks of {} steps in {:.2} s",
+        args.length,
+        started.elapsed().as_secs_f64()
+    );
+    let gpu = crate::runs_on_gpu(args.backend);
+    let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
+    if !gpu {
+        // Host memory standing in for the GPU's (pages are committed as they are used); on the
+        // GPU the arena is the runtime's default share of free memory.
+        builder = builder.arena_bytes((graph.edges() * 4 * 32).clamp(256 << 20, 8 << 30));
+    }
+    let rt = builder.build().context("starting the runtime")?;
+    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    let (runs, times) = match rt.backend() {
+        BackendKind::Cuda => (
+            gpu::run(&rt, &graph, args, &reference)?,
+            "GPU kernel wall time",
+        ),
+        BackendKind::Sim => (
+            sim::run(&rt, &graph, args, &reference)?,
+            "modelled by uvmsim with the constants fitted on the H200 (not measured)",
+        ),
+    };
+    let runs = with_ratios(runs);
+    print_table(&runs, times);
+    if let Some(path) = &args.output {
+        write_walks(path, &reference)?;
+        eprintln!(
+            "walks written to {} (they match every system's)",
+            path.display()
+        );
+    }
+    let failed: Vec<String> = runs
+        .iter()
+        .filter(|r| r.walks_agree == Some(false))
+        .map(|r| format!("{} ({:?})", r.system, r.placement))
+        .collect();
+    let report = Report {
+        backend: format!("{:?}", rt.backend()),
+        backend_reason: rt.backend_reason().to_string(),
+        device: rt
+            .device_info()
+            .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone()),
+        graph: name,
+        vertices: graph.vertices(),
+        edges: graph.edges(),
+        max_degree: graph.max_degree(),
+        notes,
+        walkers,
+        length: args.length,
+        seed: args.seed,
+        repeats: args.repeats,
+        order: args.order,
+        times,
+        runs,
+    };
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if !failed.is_empty() {
+        bail!(
+            "walks differ from the CPU reference in: {}",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Each run's walk time over alignmalloc's in the same placement.
+fn with_ratios(mut runs: Vec<SystemRun>) -> Vec<SystemRun> {
+    let ours: Vec<(Placement, f64)> = runs
+        .iter()
+        .filter(|r| r.system == "alignmalloc")
+        .map(|r| (r.placement, r.walk_ms))
+        .collect();
+    for r in &mut runs {
+        r.ratio_to_alignmalloc = ours
+            .iter()
+            .find(|(p, _)| *p == r.placement)
+            .map(|(_, t)| r.walk_ms / t);
+    }
+    runs
+}
+
+fn print_table(runs: &[SystemRun], times: &str) {
+    println!("walk times: {times}");
+    println!(
+        "{:<22} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
+        "system",
+        "placement",
+        "build ms",
+        "fill ms",
+        "walk ms",
+        "walks/s",
+        "x ours",
+        "lists MiB",
+        "HtoD MiB",
+        "faults",
+        "walks"
+    );
+    for r in runs {
+        println!(
+            "{:<22} {:<9} {:>10.2} {:>9.2} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10.1} {:>10} {:>6}",
+            r.system,
+            format!("{:?}", r.placement).to_lowercase(),
+            r.build_ms,
+            r.fill_ms,
+            r.walk_ms,
+            r.walks_per_s,
+            r.ratio_to_alignmalloc
+                .map_or("-".to_string(), |x| format!("{x:.2}")),
+            r.list_bytes as f64 / 1048576.0,
+            r.htod_bytes as f64 / 1048576.0,
+            r.gpu_faults,
+            match r.walks_agree {
+                Some(true) => "ok",
+                Some(false) => "WRONG",
+                None => "-",
+            }
+        );
+    }
+    println!(
+        "x ours: walk time over alignmalloc's in the same placement (above 1: alignmalloc is faster)"
+    );
+}
+
+/// The median of `xs` (sorted in place).
+pub fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() { 0.0 } else { xs[xs.len() / 2] }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(n: u32) -> Graph {
+        let edges: Vec<(u32, u32)> = (0..n).map(|v| (v, (v + 1) % n)).collect();
+        Graph::from_edges(n as usize, &edges, Direction::Directed).0
+    }
+
+    #[test]
+    fn a_ring_walks_around_and_a_sink_ends_the_walk() {
+        let r = reference_walks(&ring(5), 5, 7, 3, true);
+        let paths = r.paths.unwrap();
+        assert_eq!(&paths[8..16], &[1, 2, 3, 4, 0, 1, 2, 3]);
+        // 0 -> 1 -> 2, and 2 has no edges.
+        let (g, _) = Graph::from_edges(3, &[(0, 1), (1, 2)], Direction::Directed);
+        let r = reference_walks(&g, 3, 4, 3, true);
+        let paths = r.paths.unwrap();
+        assert_eq!(&paths[0..5], &[0, 1, 2, NO_VERTEX, NO_VERTEX]);
+        assert_eq!(
+            &paths[10..15],
+            &[2, NO_VERTEX, NO_VERTEX, NO_VERTEX, NO_VERTEX]
+        );
+    }
+
+    #[test]
+    fn walks_are_seeded_and_pick_every_neighbour() {
+        let (g, _) = Graph::rmat(8, 8, 5).unwrap();
+        let a = reference_walks(&g, 512, 20, 9, true);
+        let b = reference_walks(&g, 512, 20, 9, false);
+        let c = reference_walks(&g, 512, 20, 10, false);
+        assert_eq!(a.digests, b.digests, "paths kept or not, the same walks");
+        assert_ne!(a.digests, c.digests);
+        // Every step goes along an edge.
+        let paths = a.paths.as_ref().unwrap();
+        for walk in paths.chunks(21) {
+            for s in walk.windows(2).take_while(|s| s[1] != NO_VERTEX) {
+                assert!(g.neighbors_of(s[0]).contains(&s[1]));
+            }
+        }
+        // From a vertex of degree d, the walks leave by every edge (uniform choice).
+        let hub = (0..g.vertices() as u32)
+            .max_by_key(|&v| g.degree(v))
+            .unwrap();
+        let d = g.degree(hub);
+        let mut seen = std::collections::HashSet::new();
+        for w in 0..20 * d {
+            seen.insert(walk_random(1, w, 0) % d);
+        }
+        assert_eq!(seen.len() as u64, d);
+    }
+
+    #[test]
+    fn degree_order_is_a_permutation_by_falling_degree() {
+        let (g, _) = Graph::rmat(9, 8, 2).unwrap();
+        let order = allocation_order(&g, Order::Degree);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, allocation_order(&g, Order::Vertex));
+        assert!(order.windows(2).all(|w| g.degree(w[0]) >= g.degree(w[1])));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(words: &[&str]) -> Result<Args, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("walk").chain(words.iter().copied())).map(|c| c.args)
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("alignmalloc-walk-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn the_sim_backend_walks_match_the_reference_and_leave_nothing_allocated() {
+        let (json, walks) = (temp("report.json"), temp("walks.txt"));
+        let args = parse(&[
+            "--rmat",
+            "9",
+            "--length",
+            "12",
+            "--backend",
+            "sim",
+            "--verify",
+            "--json",
+            json.to_str().unwrap(),
+            "--output",
+            walks.to_str().unwrap(),
+        ])
+        .unwrap();
+        // Fails if any walk differs, or if lists are left allocated or invariants break.
+        run(&args).unwrap();
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        assert_eq!(report["backend"], "Sim");
+        assert!(report["times"].as_str().unwrap().contains("modelled"));
+        let runs = report["runs"].as_array().unwrap();
+        let systems: Vec<&str> = runs.iter().map(|r| r["system"].as_str().unwrap()).collect();
+        assert_eq!(
+            systems,
+            ["alignmalloc", "alignmalloc-contiguous", "managed-csr"]
+        );
+        let edges = report["edges"].as_u64().unwrap();
+        for r in runs {
+            assert_ne!(r["walks_agree"], false, "{r}");
+            assert!(r["list_bytes"].as_u64().unwrap() >= edges * 4, "{r}");
+            assert!(
+                r["walk_ms"].as_f64().unwrap() > 0.0,
+                "host lists must migrate: {r}"
+            );
+        }
+        assert_eq!(runs[0]["ratio_to_alignmalloc"], 1.0);
+        let text = std::fs::read_to_string(&walks).unwrap();
+        let _ = std::fs::remove_file(&walks);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 512);
+        assert!(lines[3].starts_with("3 ") || lines[3] == "3");
+    }
+
+    #[test]
+    fn bad_options_and_files_are_refused_with_what_to_fix() {
+        assert!(parse(&["--length", "5"]).is_err(), "a graph is required");
+        assert!(
+            parse(&["--rmat", "9", "--snap", "g.txt"]).is_err(),
+            "one graph"
+        );
+        let zero = parse(&["--rmat", "9", "--length", "0", "--backend", "sim"]).unwrap();
+        assert!(format!("{:#}", run(&zero).unwrap_err()).contains("--length"));
+        let missing = parse(&["--snap", "/nonexistent/g.txt", "--backend", "sim"]).unwrap();
+        assert!(format!("{:#}", run(&missing).unwrap_err()).contains("/nonexistent/g.txt"));
+        let big = parse(&["--rmat", "40", "--backend", "sim"]).unwrap();
+        assert!(format!("{:#}", run(&big).unwrap_err()).contains("scale"));
+    }
+
+    #[test]
+    fn compare_names_the_first_difference() {
+        let g = ring(4);
+        let r = reference_walks(&g, 4, 3, 1, true);
+        let mut paths = r.paths.clone().unwrap();
+        assert!(compare(&r, &r.digests, Some(&paths)).is_ok());
+        paths[6] = 0;
+        let err = compare(&r, &r.digests, Some(&paths)).unwrap_err();
+        assert!(err.contains("walk 1") && err.contains("step 2"), "{err}");
+        let mut digests = r.digests.clone();
+        digests[3] ^= 1;
+        assert!(compare(&r, &digests, None).unwrap_err().contains("walk 3"));
+    }
+}

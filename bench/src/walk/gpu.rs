@@ -1,0 +1,462 @@
+//! `walk` on the GPU: the kernels of `device/kernels/walk.cu` for every system and placement.
+
+use std::time::Instant;
+
+use anyhow::{Context, bail, ensure};
+use cudarc::driver::sys::CUlimit;
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use orchestrator::{LaneStatus, Status};
+use runtime::gpu::ManagedArena;
+use runtime::{Handle, Runtime};
+
+use super::{Args, Placement, Reference, SystemRun, compare, median};
+use crate::graph::Graph;
+
+fn grid(threads: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (threads.div_ceil(256) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// What every system's walk shares: the graph on the device, the outputs, the kernels.
+struct Walker<'a> {
+    rt: &'a Runtime,
+    graph: &'a Graph,
+    args: &'a Args,
+    reference: &'a Reference,
+    offsets: CudaSlice<u64>,
+    neighbors: CudaSlice<u32>,
+    degrees: CudaSlice<u32>,
+    /// The vertex of each allocating thread.
+    order: CudaSlice<u32>,
+    digests: CudaSlice<u64>,
+    paths: Option<CudaSlice<u32>>,
+    build: CudaFunction,
+    build_heap: CudaFunction,
+    walk_lists: CudaFunction,
+    walk_csr: CudaFunction,
+    free: CudaFunction,
+    free_heap: CudaFunction,
+}
+
+/// How a walk reads the graph.
+enum Lists<'s> {
+    /// Handles (`am::ptr`) or raw device-heap pointers, one per vertex.
+    PerVertex {
+        lists: &'s CudaSlice<u64>,
+        raw: bool,
+    },
+    /// One CSR in managed memory.
+    Csr { offsets: u64, neighbors: u64 },
+}
+
+impl<'a> Walker<'a> {
+    fn new(
+        rt: &'a Runtime,
+        graph: &'a Graph,
+        args: &'a Args,
+        reference: &'a Reference,
+    ) -> anyhow::Result<Self> {
+        let stream = rt.stream()?;
+        // The device heap is sized before any kernel that calls malloc runs: four times the lists
+        // plus 256 bytes a vertex, at least 256 MiB (with twice the lists plus 64 bytes a vertex,
+        // repeated builds and frees of a 262 144-vertex R-MAT graph's lists failed on the H200).
+        let heap = (graph.edges() * 4 * 4 + graph.vertices() as u64 * 256).max(256 << 20);
+        rt.context()?
+            .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
+            .context("sizing CUDA's device heap")?;
+        let module = rt.compile(device::WALK.path, device::WALK.text)?;
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .with_context(|| format!("loading {name}"))
+        };
+        let degrees: Vec<u32> = (0..graph.vertices() as u32)
+            .map(|v| graph.degree(v) as u32)
+            .collect();
+        let walkers = reference.walkers as usize;
+        let paths = match reference.paths {
+            Some(_) => Some(stream.alloc_zeros::<u32>(walkers * (args.length as usize + 1))?),
+            None => None,
+        };
+        Ok(Self {
+            offsets: stream.clone_htod(&graph.offsets)?,
+            neighbors: stream.clone_htod(&graph.neighbors)?,
+            degrees: stream.clone_htod(&degrees)?,
+            order: stream.clone_htod(&super::allocation_order(graph, args.order))?,
+            digests: stream.alloc_zeros::<u64>(walkers)?,
+            paths,
+            build: load("am_walk_build")?,
+            build_heap: load("am_walk_build_heap")?,
+            walk_lists: load("am_walk_lists")?,
+            walk_csr: load("am_walk_csr")?,
+            free: load("am_walk_free")?,
+            free_heap: load("am_walk_free_heap")?,
+            rt,
+            graph,
+            args,
+            reference,
+        })
+    }
+
+    fn vertices(&self) -> u32 {
+        self.graph.vertices() as u32
+    }
+
+    /// One walk; its wall time in ms.
+    fn walk(&mut self, lists: &Lists<'_>) -> anyhow::Result<f64> {
+        let stream = self.rt.stream()?.clone();
+        let vertices = self.vertices();
+        let walkers = self.reference.walkers;
+        let (length, seed) = (self.args.length, self.args.seed);
+        let null_paths: u64 = 0;
+        let started = Instant::now();
+        let raw = u32::from(matches!(lists, Lists::PerVertex { raw: true, .. }));
+        let mut b = match lists {
+            Lists::PerVertex { lists, .. } => {
+                let mut b = stream.launch_builder(&self.walk_lists);
+                b.arg(*lists).arg(&self.degrees).arg(&raw);
+                b
+            }
+            Lists::Csr { offsets, neighbors } => {
+                let mut b = stream.launch_builder(&self.walk_csr);
+                b.arg(offsets).arg(neighbors);
+                b
+            }
+        };
+        b.arg(&vertices).arg(&walkers).arg(&length).arg(&seed);
+        match self.paths.as_mut() {
+            Some(p) => b.arg(p),
+            None => b.arg(&null_paths),
+        };
+        b.arg(&mut self.digests);
+        // SAFETY: am_walk_lists(const u64* lists, const unsigned* degrees, unsigned raw, ...) and
+        // am_walk_csr(const u64* offsets, const unsigned* neighbors, ...) both go on with
+        // (unsigned vertices, u64 walkers, unsigned length, u64 seed, unsigned* paths, u64*
+        // digests): one list and degree per vertex or a CSR in a managed region that outlives the
+        // walk, `walkers` digests, paths of `walkers x (length + 1)` or null; all live past the
+        // synchronise below.
+        unsafe { b.launch(grid(walkers)) }?;
+        stream.synchronize()?;
+        Ok(ms(started))
+    }
+
+    /// Whether the last walk matches the reference; logs the first difference.
+    fn check(&self, system: &str) -> anyhow::Result<bool> {
+        let stream = self.rt.stream()?;
+        let digests = stream.clone_dtoh(&self.digests)?;
+        let paths = match &self.paths {
+            Some(p) => Some(stream.clone_dtoh(p)?),
+            None => None,
+        };
+        Ok(match compare(self.reference, &digests, paths.as_deref()) {
+            Ok(()) => true,
+            Err(problem) => {
+                tracing::error!(system, problem, "walks differ");
+                false
+            }
+        })
+    }
+
+    /// A warm-up walk, then the timed repeats, each after `before` (the host's fill, a
+    /// prefetch); the faults of each walk are counted. Returns the run with its walk figures.
+    fn timed_walks(
+        &mut self,
+        run: &mut SystemRun,
+        lists: &Lists<'_>,
+        mut before: impl FnMut(&mut Self) -> anyhow::Result<(f64, f64)>,
+    ) -> anyhow::Result<()> {
+        before(self)?;
+        self.walk(lists)?;
+        let mut agree = self.check(run.system)?;
+        let (mut walks, mut fills, mut prefetches, mut htod, mut faults) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..self.args.repeats {
+            let (fill_ms, prefetch_ms) = before(self)?;
+            self.rt.take_faults()?;
+            let walk_ms = self.walk(lists)?;
+            let f = self.rt.take_faults()?;
+            agree &= self.check(run.system)?;
+            walks.push(walk_ms + prefetch_ms);
+            fills.push(fill_ms);
+            prefetches.push(prefetch_ms);
+            htod.push(f.total.htod_bytes as f64);
+            faults.push(f.total.gpu_page_faults as f64);
+        }
+        run.walk_ms_repeats = walks.clone();
+        run.walk_ms = median(&mut walks);
+        run.fill_ms = median(&mut fills);
+        run.prefetch_ms = median(&mut prefetches);
+        run.htod_bytes = median(&mut htod) as u64;
+        run.gpu_faults = median(&mut faults) as u64;
+        run.walks_per_s = self.reference.walkers as f64 / (run.walk_ms / 1e3);
+        run.walks_agree = Some(agree);
+        Ok(())
+    }
+
+    /// Allocate every list from a kernel (filled there when `fill`); the handles and the
+    /// kernel's wall time.
+    fn build_lists(
+        &self,
+        system: &str,
+        contiguous: bool,
+        fill: bool,
+    ) -> anyhow::Result<(CudaSlice<u64>, f64)> {
+        let rt = self.rt;
+        let stream = rt.stream()?.clone();
+        let vertices = self.vertices();
+        let mut handles = stream.alloc_zeros::<u64>(vertices as usize)?;
+        let mut statuses = stream.alloc_zeros::<u32>(vertices as usize)?;
+        let (contiguous, fill) = (u32::from(contiguous), u32::from(fill));
+        let started = Instant::now();
+        // SAFETY: am_walk_build(mailbox, const u64* offsets, const unsigned* neighbors, const
+        // unsigned* order, unsigned vertices, unsigned contiguous, unsigned fill, u64* handles,
+        // unsigned* statuses): the CSR of `vertices` vertices, a permutation of them, and one
+        // handle and status per vertex, waited for below.
+        let launch = unsafe {
+            rt.launch(&self.build, grid(u64::from(vertices)), |a| {
+                a.arg(&self.offsets)
+                    .arg(&self.neighbors)
+                    .arg(&self.order)
+                    .arg(&vertices)
+                    .arg(&contiguous)
+                    .arg(&fill)
+                    .arg(&mut handles)
+                    .arg(&mut statuses);
+            })
+        }?;
+        launch.wait()?;
+        let build_ms = ms(started);
+        let codes = stream.clone_dtoh(&statuses)?;
+        if let Some(v) = codes.iter().position(|&s| s != Status::Ok as u32) {
+            bail!(
+                "{system}: allocating vertex {v}'s list of {} bytes answered status {}",
+                self.graph.degree(v as u32) * 4,
+                codes[v]
+            );
+        }
+        Ok((handles, build_ms))
+    }
+
+    /// Free every list from a kernel and check that the allocator is whole and empty.
+    fn free_lists(&self, system: &str, handles: &CudaSlice<u64>) -> anyhow::Result<()> {
+        let rt = self.rt;
+        let vertices = self.vertices();
+        let mut lane_statuses = rt.stream()?.alloc_zeros::<u32>(vertices as usize)?;
+        // SAFETY: am_walk_free(mailbox, const u64* handles, const unsigned* order, unsigned
+        // vertices, unsigned* lane_statuses): the handles from the build, the permutation, one
+        // status per vertex.
+        let launch = unsafe {
+            rt.launch(&self.free, grid(u64::from(vertices)), |a| {
+                a.arg(handles)
+                    .arg(&self.order)
+                    .arg(&vertices)
+                    .arg(&mut lane_statuses);
+            })
+        }?;
+        launch.wait()?;
+        let freed = rt.stream()?.clone_dtoh(&lane_statuses)?;
+        ensure!(
+            freed.iter().all(|&s| s == LaneStatus::Ok as u32),
+            "{system}: a list did not free cleanly"
+        );
+        rt.check_invariants()
+            .map_err(|e| anyhow::anyhow!("{system}: allocator invariants after freeing: {e}"))?;
+        ensure!(
+            rt.is_empty(),
+            "{system}: lists left allocated after freeing them all"
+        );
+        Ok(())
+    }
+
+    /// alignmalloc's lists (arranged or contiguous) in one placement: the build timed over
+    /// `--repeats` build-and-free cycles (median), then the walks over the last build's lists.
+    fn alignmalloc(
+        &mut self,
+        system: &'static str,
+        contiguous: bool,
+        placement: Placement,
+    ) -> anyhow::Result<SystemRun> {
+        let rt = self.rt;
+        let fill = placement == Placement::Gpu;
+        let mut builds = Vec::new();
+        let handles = loop {
+            let (handles, build_ms) = self.build_lists(system, contiguous, fill)?;
+            builds.push(build_ms);
+            if builds.len() == self.args.repeats as usize {
+                break handles;
+            }
+            self.free_lists(system, &handles)?;
+        };
+        let lists: Vec<Handle> = rt
+            .stream()?
+            .clone_dtoh(&handles)?
+            .into_iter()
+            .map(Handle)
+            .collect();
+        let list_bytes = lists
+            .iter()
+            .filter(|h| !h.is_null())
+            .map(|&h| rt.capacity(h))
+            .sum::<Result<u64, _>>()?;
+        let mut run = SystemRun::new(system, placement, median(&mut builds), list_bytes);
+        let graph = self.graph;
+        let lists_arg = Lists::PerVertex {
+            lists: &handles,
+            raw: false,
+        };
+        self.timed_walks(&mut run, &lists_arg, |_| {
+            if placement == Placement::Gpu {
+                return Ok((0.0, 0.0));
+            }
+            let started = Instant::now();
+            for (v, &h) in lists.iter().enumerate() {
+                if !h.is_null() {
+                    rt.write(h, 0, bytemuck::cast_slice(graph.neighbors_of(v as u32)))?;
+                }
+            }
+            Ok((ms(started), 0.0))
+        })?;
+        self.free_lists(system, &handles)?;
+        Ok(run)
+    }
+
+    /// Lists from CUDA's in-kernel malloc, filled on the GPU; the pointers and the kernel's wall
+    /// time.
+    fn build_heap(&self) -> anyhow::Result<(CudaSlice<u64>, f64)> {
+        let stream = self.rt.stream()?.clone();
+        let vertices = self.vertices();
+        let mut pointers = stream.alloc_zeros::<u64>(vertices as usize)?;
+        let started = Instant::now();
+        let mut b = stream.launch_builder(&self.build_heap);
+        b.arg(&self.offsets)
+            .arg(&self.neighbors)
+            .arg(&self.order)
+            .arg(&vertices)
+            .arg(&mut pointers);
+        // SAFETY: am_walk_build_heap(const u64* offsets, const unsigned* neighbors, const
+        // unsigned* order, unsigned vertices, u64* pointers): the CSR, a permutation of its
+        // vertices and one pointer per vertex.
+        unsafe { b.launch(grid(u64::from(vertices))) }?;
+        stream.synchronize()?;
+        let build_ms = ms(started);
+        let got = stream.clone_dtoh(&pointers)?;
+        if let Some(v) = (0..vertices).find(|&v| got[v as usize] == 0 && self.graph.degree(v) > 0) {
+            bail!("cuda-malloc: the device heap gave no memory for vertex {v}'s list");
+        }
+        Ok((pointers, build_ms))
+    }
+
+    fn free_heap(&self, pointers: &CudaSlice<u64>) -> anyhow::Result<()> {
+        let stream = self.rt.stream()?;
+        let vertices = self.vertices();
+        let mut b = stream.launch_builder(&self.free_heap);
+        b.arg(pointers).arg(&vertices);
+        // SAFETY: am_walk_free_heap(const u64* pointers, unsigned vertices): the pointers
+        // from the build, each freed once.
+        unsafe { b.launch(grid(u64::from(vertices))) }?;
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    /// CUDA's device malloc: builds timed as for alignmalloc, then the walks.
+    fn cuda_malloc(&mut self) -> anyhow::Result<SystemRun> {
+        let mut builds = Vec::new();
+        let pointers = loop {
+            let (pointers, build_ms) = self.build_heap()?;
+            builds.push(build_ms);
+            if builds.len() == self.args.repeats as usize {
+                break pointers;
+            }
+            self.free_heap(&pointers)?;
+        };
+        let mut run = SystemRun::new(
+            "cuda-malloc",
+            Placement::Gpu,
+            median(&mut builds),
+            self.graph.edges() * 4,
+        );
+        let lists = Lists::PerVertex {
+            lists: &pointers,
+            raw: true,
+        };
+        self.timed_walks(&mut run, &lists, |_| Ok((0.0, 0.0)))?;
+        self.free_heap(&pointers).map(|()| run)
+    }
+
+    /// The graph as one CSR in managed memory written by the host; with a bulk prefetch to the
+    /// GPU before each walk when `prefetch`.
+    fn managed_csr(&mut self, prefetch: bool) -> anyhow::Result<SystemRun> {
+        let rt = self.rt;
+        let offsets_bytes = self.graph.offsets.len() as u64 * 8;
+        let neighbors_at = offsets_bytes.next_multiple_of(64 << 10);
+        let bytes = neighbors_at + self.graph.edges() * 4;
+        let blocks = bytes.div_ceil(ortree::VABLOCK_BYTES) as usize;
+        let region = ManagedArena::new(rt.context()?, blocks, false)?;
+        let ordinal = rt.device_info().map_or(0, |i| i.ordinal);
+        let stream = rt.stream()?.clone();
+        let graph = self.graph;
+        let system = if prefetch {
+            "managed-csr-prefetch"
+        } else {
+            "managed-csr"
+        };
+        let mut run = SystemRun::new(system, Placement::Host, 0.0, bytes);
+        let lists = Lists::Csr {
+            offsets: region.base(),
+            neighbors: region.base() + neighbors_at,
+        };
+        self.timed_walks(&mut run, &lists, |_| {
+            let started = Instant::now();
+            region.write_from_host(0, bytemuck::cast_slice(&graph.offsets))?;
+            region.write_from_host(neighbors_at, bytemuck::cast_slice(&graph.neighbors))?;
+            let fill_ms = ms(started);
+            if !prefetch {
+                return Ok((fill_ms, 0.0));
+            }
+            let started = Instant::now();
+            region.prefetch_to_device(ordinal, &stream)?;
+            stream.synchronize()?;
+            Ok((fill_ms, ms(started)))
+        })?;
+        Ok(run)
+    }
+}
+
+pub fn run(
+    rt: &Runtime,
+    graph: &Graph,
+    args: &Args,
+    reference: &Reference,
+) -> anyhow::Result<Vec<SystemRun>> {
+    let mut w = Walker::new(rt, graph, args, reference)?;
+    // Warm-up: the first launches of each kind pay for loading and first-touch costs that the
+    // figures should not carry.
+    let (handles, _) = w.build_lists("warm-up", false, true)?;
+    w.free_lists("warm-up", &handles)?;
+    let (pointers, _) = w.build_heap()?;
+    w.free_heap(&pointers)?;
+    let mut runs = Vec::new();
+    for placement in [Placement::Gpu, Placement::Host] {
+        for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
+            eprintln!("{system}, lists filled on the {placement:?}...");
+            runs.push(w.alignmalloc(system, contiguous, placement)?);
+        }
+    }
+    eprintln!("cuda-malloc...");
+    runs.push(w.cuda_malloc()?);
+    for prefetch in [false, true] {
+        eprintln!(
+            "managed CSR{}...",
+            if prefetch { " with prefetch" } else { "" }
+        );
+        runs.push(w.managed_csr(prefetch)?);
+    }
+    Ok(runs)
+}
