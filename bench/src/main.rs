@@ -4,6 +4,8 @@
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod access;
+mod alloc;
 mod graph;
 mod mailbox_stress;
 mod parity;
@@ -28,6 +30,17 @@ enum Command {
     /// reference. On the GPU when there is one; otherwise CPU warps through the same runtime and
     /// the UVM simulator (modelled times, said so). Example: `alignmalloc walk --rmat 16`.
     Walk(walk::Args),
+    /// Allocation speed from inside kernels: one object per thread of sizes 2^4..2^23 bytes
+    /// (singular), rounds of random 1-256 KiB objects (random), and 128 to 262 144 threads at 1
+    /// and 8 KiB (scaling), for alignmalloc, arrangement off and CUDA's device malloc; every
+    /// object tag-checked. On the GPU when there is one, else CPU warps (host times, said so).
+    Alloc(alloc::Args),
+    /// How fast kernels read what they allocated, data first on the host: 1 024 threads x 100
+    /// reads over 1 KiB to 8 MiB per thread (random) and 128 threads over 1 to 16 MiB (large),
+    /// lanes reading together (lockstep), independently, or sweeping; alignmalloc against
+    /// arrangement off and CUDA's device heap. On the GPU when there is one, else modelled by the
+    /// UVM simulator (said so).
+    Access(access::Args),
     /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result
     /// against the Rust translator. Needs a CUDA GPU and NVRTC; exits non-zero on any mismatch.
     LayoutParity(parity::Args),
@@ -78,5 +91,39 @@ fn main() -> anyhow::Result<()> {
         Command::UvmCalibrate(args) => uvm::calibrate(&args),
         Command::UvmOversub(args) => uvm::oversub(&args),
         Command::Walk(args) => walk::run(&args),
+        Command::Alloc(args) => alloc::run(&args),
+        Command::Access(args) => access::run(&args),
+    }
+}
+
+/// What the subcommands' tests share: parsing their options as the command line would, and
+/// temporary report files.
+#[cfg(test)]
+mod testing {
+    use std::path::PathBuf;
+
+    #[derive(clap::Parser)]
+    struct Cli<A: clap::Args> {
+        #[command(flatten)]
+        args: A,
+    }
+
+    /// A subcommand's options from these words (after the subcommand's name).
+    pub fn parse<A: clap::Args>(words: &[&str]) -> Result<A, clap::Error> {
+        use clap::Parser;
+        Cli::<A>::try_parse_from(std::iter::once("test").chain(words.iter().copied()))
+            .map(|c| c.args)
+    }
+
+    /// A path for a temporary file of this test process.
+    pub fn temp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("alignmalloc-{}-{name}", std::process::id()))
+    }
+
+    /// Read a JSON report and remove its file.
+    pub fn take_json(path: &PathBuf) -> serde_json::Value {
+        let text = std::fs::read_to_string(path).expect("the report was written");
+        let _ = std::fs::remove_file(path);
+        serde_json::from_str(&text).expect("the report is JSON")
     }
 }

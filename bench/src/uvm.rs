@@ -25,6 +25,15 @@ use crate::patterns::{Layout, Pattern, Spec};
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
 const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
 
+/// The cost model fitted on the H200 (`alignmalloc uvm-calibrate`, docs/uvmsim.md).
+const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-fresh.json");
+
+pub fn h200_constants() -> anyhow::Result<CostModel> {
+    let value: serde_json::Value = serde_json::from_str(FITTED)?;
+    serde_json::from_value(value["constants"].clone())
+        .context("the embedded calibration has no fitted constants")
+}
+
 /// Options of `uvm-calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
@@ -136,7 +145,8 @@ fn relative(model: f64, truth: f64) -> f64 {
     }
 }
 
-fn sim_config(threads: u32) -> SimConfig {
+/// The simulator set up as the GPU runs `threads` threads: every warp resident.
+pub fn sim_config(threads: u32) -> SimConfig {
     SimConfig {
         resident_warps: (threads / 32) as usize,
         ..SimConfig::default()

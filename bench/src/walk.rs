@@ -563,25 +563,12 @@ mod tests {
         assert!(order.windows(2).all(|w| g.degree(w[0]) >= g.degree(w[1])));
     }
 
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: Args,
-    }
-
-    fn parse(words: &[&str]) -> Result<Args, clap::Error> {
-        use clap::Parser;
-        Cli::try_parse_from(std::iter::once("walk").chain(words.iter().copied())).map(|c| c.args)
-    }
-
-    fn temp(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("alignmalloc-walk-{}-{name}", std::process::id()))
-    }
+    use crate::testing::{parse, take_json, temp};
 
     #[test]
     fn the_sim_backend_walks_match_the_reference_and_leave_nothing_allocated() {
-        let (json, walks) = (temp("report.json"), temp("walks.txt"));
-        let args = parse(&[
+        let (json, walks) = (temp("walk.json"), temp("walks.txt"));
+        let args: Args = parse(&[
             "--rmat",
             "9",
             "--length",
@@ -597,9 +584,7 @@ mod tests {
         .unwrap();
         // Fails if any walk differs, or if lists are left allocated or invariants break.
         run(&args).unwrap();
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
+        let report = take_json(&json);
         assert_eq!(report["backend"], "Sim");
         assert!(report["times"].as_str().unwrap().contains("modelled"));
         let runs = report["runs"].as_array().unwrap();
@@ -627,16 +612,19 @@ mod tests {
 
     #[test]
     fn bad_options_and_files_are_refused_with_what_to_fix() {
-        assert!(parse(&["--length", "5"]).is_err(), "a graph is required");
         assert!(
-            parse(&["--rmat", "9", "--snap", "g.txt"]).is_err(),
+            parse::<Args>(&["--length", "5"]).is_err(),
+            "a graph is required"
+        );
+        assert!(
+            parse::<Args>(&["--rmat", "9", "--snap", "g.txt"]).is_err(),
             "one graph"
         );
-        let zero = parse(&["--rmat", "9", "--length", "0", "--backend", "sim"]).unwrap();
+        let zero: Args = parse(&["--rmat", "9", "--length", "0", "--backend", "sim"]).unwrap();
         assert!(format!("{:#}", run(&zero).unwrap_err()).contains("--length"));
-        let missing = parse(&["--snap", "/nonexistent/g.txt", "--backend", "sim"]).unwrap();
+        let missing: Args = parse(&["--snap", "/nonexistent/g.txt", "--backend", "sim"]).unwrap();
         assert!(format!("{:#}", run(&missing).unwrap_err()).contains("/nonexistent/g.txt"));
-        let big = parse(&["--rmat", "40", "--backend", "sim"]).unwrap();
+        let big: Args = parse(&["--rmat", "40", "--backend", "sim"]).unwrap();
         assert!(format!("{:#}", run(&big).unwrap_err()).contains("scale"));
     }
 

@@ -66,8 +66,22 @@ pub const WALK: Source = Source {
     text: include_str!("../kernels/walk.cu"),
 };
 
+/// Allocation speed from kernels: am::malloc, am::malloc_contiguous and CUDA's malloc, with a
+/// tag check of every object (`alignmalloc alloc`).
+pub const ALLOC: Source = Source {
+    path: "alloc.cu",
+    text: include_str!("../kernels/alloc.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
-pub const KERNELS: &[Source] = &[LAYOUT_PARITY, MAILBOX_STRESS, SELFTEST, UVM_PATTERNS, WALK];
+pub const KERNELS: &[Source] = &[
+    LAYOUT_PARITY,
+    MAILBOX_STRESS,
+    SELFTEST,
+    UVM_PATTERNS,
+    WALK,
+    ALLOC,
+];
 
 #[cfg(test)]
 mod tests {

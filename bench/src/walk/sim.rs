@@ -15,15 +15,6 @@ use uvmsim::{Allocation, CostModel, Event, Kernel, SimConfig, Simulator, Trace, 
 use super::{Args, NO_VERTEX, Placement, Reference, SystemRun, compare, digest_step, walk_random};
 use crate::graph::Graph;
 
-/// The cost model fitted on the H200 (`alignmalloc uvm-calibrate`, docs/uvmsim.md).
-const FITTED: &str = include_str!("../../results/2026-11-22-h200/uvm-calibrate-fresh.json");
-
-fn fitted_constants() -> anyhow::Result<CostModel> {
-    let value: serde_json::Value = serde_json::from_str(FITTED)?;
-    serde_json::from_value(value["constants"].clone())
-        .context("the embedded calibration has no fitted constants")
-}
-
 /// The lanes of warp `warp` among `count` threads: first thread and mask.
 fn lanes(warp: u64, count: u64) -> (u64, u32) {
     let first = warp * WARP_LANES as u64;
@@ -376,7 +367,7 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
-    let cost = fitted_constants()?;
+    let cost = crate::uvm::h200_constants()?;
     eprintln!(
         "simulator: walks by CPU warps through the runtime, times modelled by uvmsim with the H200's constants; \
          lists filled by the host only (lists filled on the GPU migrate nothing, which the model does not price); \

@@ -1,0 +1,426 @@
+//! `alignmalloc access`: how fast kernels read what they allocated, with the data first on the
+//! host.
+//!
+//! - `random`: 1 024 threads x 100 reads over per-thread ranges of 512 B to 8 MiB;
+//! - `large`: 128 threads over 1 MiB to 16 MiB;
+//!
+//! each in three patterns (bench/src/patterns.rs): the lanes of a warp reading the same random
+//! offsets (lockstep), independent random offsets, and each lane sweeping its range. Systems, on
+//! the same offsets: `alignmalloc` (objects from `am::malloc` in a kernel), `alignmalloc-contiguous`
+//! (`am::malloc_contiguous`: arrangement off) and `cuda-malloc` (CUDA's device heap: device memory
+//! that never migrates, so it is the floor, not a competitor on migration). Before each read
+//! kernel the host writes every alignmalloc object (so its pages start on the host); the read
+//! kernel's wall time is the median of `--repeats` after a warm-up. Objects are allocated and freed
+//! again for every repeat, so later repeats reuse memory that has moved both ways, as a program's
+//! loop would.
+//!
+//! Without a GPU the same patterns over the same two layouts go through uvmsim (modelled times,
+//! with the H200's constants, said so in the report).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use runtime::{BackendChoice, BackendKind, Handle, Runtime};
+use serde::Serialize;
+use uvmsim::{SimConfig, Simulator};
+
+use crate::alloc::System;
+use crate::patterns::{Layout, Pattern, Spec};
+use crate::walk::median;
+
+/// Options of `access`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Per-thread ranges (KiB, powers of two) of the random test, 1 024 threads.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 4, 16, 64, 256, 1024, 2048, 8192])]
+    random_kib: Vec<u64>,
+    /// Per-thread ranges (KiB) of the large test, 128 threads.
+    #[arg(long, value_delimiter = ',', default_values_t = [1024u64, 4096, 16384])]
+    large_kib: Vec<u64>,
+    /// Reads per thread.
+    #[arg(long, default_value_t = 100)]
+    reads: u32,
+    /// Timed repeats per row (median reported), after one warm-up.
+    #[arg(long, default_value_t = 3)]
+    repeats: u32,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Backend: auto (the GPU when there is one, else the simulator), cuda or sim.
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
+
+/// One row of the report.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    test: &'static str,
+    threads: u32,
+    range_bytes: u64,
+    pattern: Pattern,
+    system: &'static str,
+    /// The read kernel, ms: median on the GPU, modelled on sim.
+    ms: f64,
+    ms_repeats: Vec<f64>,
+    /// Time over alignmalloc's on the same row (above 1: alignmalloc is faster).
+    ratio_to_alignmalloc: Option<f64>,
+    /// Migrated to the GPU during the read kernel (CUPTI on the GPU, a lower bound under load;
+    /// modelled on sim).
+    htod_bytes: u64,
+}
+
+impl Row {
+    fn new(
+        (test, threads, range_bytes): (&'static str, u32, u64),
+        pattern: Pattern,
+        system: System,
+        ms: f64,
+        ms_repeats: Vec<f64>,
+        htod_bytes: u64,
+    ) -> Self {
+        Self {
+            test,
+            threads,
+            range_bytes,
+            pattern,
+            system: system.name(),
+            ms,
+            ms_repeats,
+            ratio_to_alignmalloc: None,
+            htod_bytes,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    backend: String,
+    device: String,
+    times: &'static str,
+    reads: u32,
+    repeats: u32,
+    seed: u64,
+    rows: Vec<Row>,
+}
+
+fn grid(threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (threads.div_ceil(256), 1, 1),
+        block_dim: (threads.min(256), 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+struct Gpu<'a> {
+    rt: &'a Runtime,
+    _modules: [std::sync::Arc<CudaModule>; 2],
+    alloc: CudaFunction,
+    free: CudaFunction,
+    pattern: CudaFunction,
+}
+
+impl<'a> Gpu<'a> {
+    fn new(rt: &'a Runtime, heap: u64) -> anyhow::Result<Self> {
+        rt.context()?
+            .set_limit(
+                cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE,
+                heap as usize,
+            )
+            .context("sizing CUDA's device heap")?;
+        let allocs = rt.compile(device::ALLOC.path, device::ALLOC.text)?;
+        let patterns = rt.compile(device::UVM_PATTERNS.path, device::UVM_PATTERNS.text)?;
+        Ok(Self {
+            alloc: allocs.load_function("am_alloc")?,
+            free: allocs.load_function("am_free")?,
+            pattern: patterns.load_function("am_uvm_pattern")?,
+            _modules: [allocs, patterns],
+            rt,
+        })
+    }
+
+    /// One repeat: allocate, fill from the host (alignmalloc), read (timed), free.
+    fn repeat(&self, spec: &Spec, system: System, fill: &[u8]) -> anyhow::Result<(f64, u64)> {
+        let rt = self.rt;
+        let stream = rt.stream()?.clone();
+        let threads = spec.threads;
+        let mode = system as u32;
+        let sizes = stream.clone_htod(&vec![spec.range; threads as usize])?;
+        let mut handles = stream.alloc_zeros::<u64>(threads as usize)?;
+        let mut statuses = stream.alloc_zeros::<u32>(threads as usize)?;
+        // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
+        // handles, unsigned* statuses): `threads` of each, waited for.
+        unsafe {
+            rt.launch(&self.alloc, grid(threads), |a| {
+                a.arg(&sizes)
+                    .arg(&threads)
+                    .arg(&mode)
+                    .arg(&mut handles)
+                    .arg(&mut statuses);
+            })
+        }?
+        .wait()?;
+        if let Some(t) = stream.clone_dtoh(&statuses)?.iter().position(|&s| s != 0) {
+            bail!(
+                "{}: thread {t}'s {} B did not allocate",
+                system.name(),
+                spec.range
+            );
+        }
+        if system != System::CudaMalloc {
+            for &h in &stream.clone_dtoh(&handles)? {
+                rt.write(Handle(h), 0, fill)?;
+            }
+        }
+        let mut sink = stream.alloc_zeros::<u64>(1)?;
+        rt.take_faults()?;
+        let pattern = spec.pattern as u32;
+        let mut b = stream.launch_builder(&self.pattern);
+        b.arg(&handles)
+            .arg(&threads)
+            .arg(&pattern)
+            .arg(&spec.range)
+            .arg(&spec.reads)
+            .arg(&spec.seed)
+            .arg(&mut sink);
+        let started = Instant::now();
+        // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned pattern, u64
+        // range, unsigned reads, u64 seed, u64* sink): `threads` live objects of `range` bytes
+        // (raw device-heap pointers are plain handles), one sink word; synchronised below.
+        unsafe { b.launch(grid(threads)) }?;
+        stream.synchronize()?;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let htod = rt.take_faults()?.total.htod_bytes;
+        // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode, unsigned*
+        // statuses): the handles just allocated, each freed once.
+        unsafe {
+            rt.launch(&self.free, grid(threads), |a| {
+                a.arg(&handles).arg(&threads).arg(&mode).arg(&mut statuses);
+            })
+        }?
+        .wait()?;
+        crate::alloc::check_empty(rt, system)?;
+        Ok((ms, htod))
+    }
+}
+
+/// Every (test, threads, range) of the run.
+fn configs(args: &Args) -> Vec<(&'static str, u32, u64)> {
+    let random = args.random_kib.iter().map(|&k| ("random", 1024, k << 10));
+    let large = args.large_kib.iter().map(|&k| ("large", 128, k << 10));
+    random.chain(large).collect()
+}
+
+fn with_ratios(rows: &mut [Row]) {
+    let ours: Vec<(usize, f64)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.system == "alignmalloc")
+        .map(|(i, r)| (i, r.ms))
+        .collect();
+    for (i, ms) in ours {
+        let key = (rows[i].test, rows[i].range_bytes, rows[i].pattern);
+        for r in rows
+            .iter_mut()
+            .filter(|r| (r.test, r.range_bytes, r.pattern) == key)
+        {
+            r.ratio_to_alignmalloc = Some(r.ms / ms);
+        }
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.reads == 0 || args.repeats == 0 {
+        bail!("--reads and --repeats must be at least 1");
+    }
+    if let Some(k) = args
+        .random_kib
+        .iter()
+        .chain(&args.large_kib)
+        .find(|&&k| k == 0 || !k.is_power_of_two())
+    {
+        bail!("range {k} KiB: ranges must be powers of two of at least 1 KiB");
+    }
+    let gpu = crate::runs_on_gpu(args.backend);
+    let rt = Runtime::builder()
+        .backend(args.backend)
+        .fault_counters(gpu)
+        .build()
+        .context("starting the runtime")?;
+    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    let mut rows = Vec::new();
+    let times = match rt.backend() {
+        BackendKind::Cuda => {
+            let largest = configs(args)
+                .iter()
+                .map(|&(_, t, r)| u64::from(t) * r)
+                .max()
+                .unwrap_or(0);
+            let device = Gpu::new(&rt, largest + largest / 2 + (256 << 20))?;
+            let fill = vec![1u8; configs(args).iter().map(|c| c.2).max().unwrap_or(0) as usize];
+            for (test, threads, range) in configs(args) {
+                for pattern in PATTERNS {
+                    let spec = Spec {
+                        pattern,
+                        layout: Layout::Arranged,
+                        threads,
+                        range,
+                        reads: args.reads,
+                        seed: args.seed,
+                    };
+                    for system in [
+                        System::Alignmalloc,
+                        System::AlignmallocContiguous,
+                        System::CudaMalloc,
+                    ] {
+                        let mut times = Vec::new();
+                        let mut htod = Vec::new();
+                        for r in 0..=args.repeats {
+                            let (ms, bytes) =
+                                device.repeat(&spec, system, &fill[..range as usize])?;
+                            if r > 0 {
+                                times.push(ms);
+                                htod.push(bytes as f64);
+                            }
+                        }
+                        let ms = median(&mut times.clone());
+                        eprintln!(
+                            "{test} {threads} x {} KiB {pattern:?} {}: {ms:.3} ms",
+                            range >> 10,
+                            system.name()
+                        );
+                        let htod = median(&mut htod) as u64;
+                        rows.push(Row::new(
+                            (test, threads, range),
+                            pattern,
+                            system,
+                            ms,
+                            times,
+                            htod,
+                        ));
+                    }
+                }
+            }
+            "GPU kernel wall time"
+        }
+        BackendKind::Sim => {
+            let cost = crate::uvm::h200_constants()?;
+            for (test, threads, range) in configs(args) {
+                for pattern in PATTERNS {
+                    for (layout, system) in [
+                        (Layout::Arranged, System::Alignmalloc),
+                        (Layout::Contiguous, System::AlignmallocContiguous),
+                    ] {
+                        let spec = Spec {
+                            pattern,
+                            layout,
+                            threads,
+                            range,
+                            reads: args.reads,
+                            seed: args.seed,
+                        };
+                        let config = SimConfig {
+                            cost,
+                            ..crate::uvm::sim_config(threads)
+                        };
+                        let report = Simulator::run(config, &spec.trace(1 << 40))?;
+                        let k = &report.kernels[0];
+                        rows.push(Row::new(
+                            (test, threads, range),
+                            pattern,
+                            system,
+                            k.modelled_ns / 1e6,
+                            Vec::new(),
+                            k.counts.htod_bytes(),
+                        ));
+                    }
+                }
+            }
+            "modelled by uvmsim with the constants fitted on the H200 (not measured); cuda-malloc needs a GPU"
+        }
+    };
+    with_ratios(&mut rows);
+    println!("times: {times}");
+    println!(
+        "{:<7} {:>7} {:>10} {:<12} {:<23} {:>10} {:>8} {:>10}",
+        "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "HtoD MiB"
+    );
+    for r in &rows {
+        println!(
+            "{:<7} {:>7} {:>10} {:<12} {:<23} {:>10.3} {:>8} {:>10.1}",
+            r.test,
+            r.threads,
+            r.range_bytes >> 10,
+            format!("{:?}", r.pattern).to_lowercase(),
+            r.system,
+            r.ms,
+            r.ratio_to_alignmalloc
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            r.htod_bytes as f64 / 1048576.0
+        );
+    }
+    println!("x ours: time over alignmalloc's on the same row (above 1: alignmalloc is faster)");
+    if let Some(path) = &args.json {
+        let report = Report {
+            backend: format!("{:?}", rt.backend()),
+            device: rt
+                .device_info()
+                .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone()),
+            times,
+            reads: args.reads,
+            repeats: args.repeats,
+            seed: args.seed,
+            rows,
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::testing::{parse, take_json, temp};
+
+    #[test]
+    fn the_simulator_compares_both_layouts_on_every_pattern() {
+        let json = temp("access.json");
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--random-kib",
+            "4,256",
+            "--large-kib",
+            "1024",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        run(&args).unwrap();
+        let report = take_json(&json);
+        let rows = report["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3 * 3 * 2);
+        // Every object is read, so every row migrates at least the pages it reads.
+        assert!(rows.iter().all(|r| r["htod_bytes"].as_u64().unwrap() > 0));
+        // Lockstep over 256 KiB: the arranged layout moves one block per warp read.
+        let lockstep: Vec<&serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["pattern"] == "Lockstep" && r["range_bytes"] == 256 << 10)
+            .collect();
+        assert!(lockstep[1]["ratio_to_alignmalloc"].as_f64().unwrap() > 1.0);
+    }
+
+    #[test]
+    fn ranges_must_be_powers_of_two() {
+        let args: Args = parse(&["--backend", "sim", "--random-kib", "3"]).unwrap();
+        assert!(format!("{:#}", run(&args).unwrap_err()).contains("powers of two"));
+    }
+}

@@ -1,0 +1,443 @@
+//! `alignmalloc alloc`: allocation speed from inside kernels.
+//!
+//! - `singular`: every thread allocates one object of a size drawn from `[2^n, 2^(n+1))`, n = 4..22,
+//!   then frees it;
+//! - `random`: rounds in which every thread allocates 1 KiB to 256 KiB (a fresh draw per round)
+//!   and frees it;
+//! - `scaling`: 128 to 262 144 threads at 1 KiB and at 8 KiB.
+//!
+//! Systems, on the same sizes in the same run: `alignmalloc` (`am::malloc`),
+//! `alignmalloc-contiguous` (`am::malloc_contiguous`, arrangement off) and `cuda-malloc` (CUDA's
+//! device heap, sized for the largest round; GPU only). Each round is also checked: every thread
+//! tags the first and last word of its object and a second kernel reads the tags back (an
+//! overlap or a wrong handle shows as a bad object); every status must be Ok and, after the frees,
+//! the allocator must be empty with its invariants intact.
+//!
+//! Memory: a round's objects are capped at `--budget-gib` (on the GPU the arena is a quarter of
+//! free memory). Where `threads x 2^(n+1)` would exceed it, fewer threads run, and the row says
+//! how many. On the sim backend CPU warps run the same rounds through the mailbox: their times are
+//! the host's, not a GPU's, and the report says so.
+
+mod gpu;
+mod sim;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use runtime::{BackendChoice, BackendKind, Runtime};
+use serde::Serialize;
+
+use crate::patterns::mix;
+use crate::walk::median;
+
+/// Which allocator a round uses (the kernels' `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    /// `am::malloc`.
+    Alignmalloc = 0,
+    /// `am::malloc_contiguous`.
+    AlignmallocContiguous = 1,
+    /// CUDA's in-kernel `malloc`.
+    CudaMalloc = 2,
+}
+
+impl System {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Alignmalloc => "alignmalloc",
+            System::AlignmallocContiguous => "alignmalloc-contiguous",
+            System::CudaMalloc => "cuda-malloc",
+        }
+    }
+}
+
+/// The three tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Test {
+    /// One object per thread from [2^n, 2^(n+1)), n = 4..22.
+    Singular,
+    /// Rounds of 1-256 KiB objects, a fresh draw per round.
+    Random,
+    /// 128 to 262 144 threads at 1 KiB and 8 KiB.
+    Scaling,
+}
+
+/// Options of `alloc`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Tests to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Test::Singular, Test::Random, Test::Scaling])]
+    tests: Vec<Test>,
+    /// Threads of the singular and random tests.
+    #[arg(long, default_value_t = 16_384)]
+    threads: u32,
+    /// Most threads of the scaling test (it doubles from 128 up to this).
+    #[arg(long, default_value_t = 262_144)]
+    scaling_max_threads: u32,
+    /// Timed rounds per row (the median is reported), after one warm-up round.
+    #[arg(long, default_value_t = 5)]
+    repeats: u32,
+    /// Most bytes one round may ask for, in GiB (fewer threads run where more would be asked).
+    /// The sim backend holds it to 1 GiB of host memory.
+    #[arg(long, default_value_t = 16)]
+    budget_gib: u64,
+    /// Seed of the sizes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Backend: auto (the GPU when there is one, else CPU warps on the sim backend), cuda or sim.
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// One timed round.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Round {
+    /// The allocation kernel (or CPU warps), ms.
+    pub alloc_ms: f64,
+    /// The free kernel, ms.
+    pub free_ms: f64,
+    /// Threads whose allocation did not answer Ok.
+    pub failures: u64,
+    /// Objects whose tags did not survive (overlap or wrong handle).
+    pub bad: u64,
+    /// Frees that did not answer Ok.
+    pub bad_frees: u64,
+}
+
+/// What each backend runs: one round of allocate, tag, check, free.
+pub trait Rounds {
+    /// Which systems this backend has.
+    fn systems(&self) -> Vec<System>;
+    /// One round over `sizes` (one per thread).
+    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round>;
+}
+
+/// After a round's frees: every chunk given back, the allocator's invariants intact.
+pub fn check_empty(rt: &Runtime, system: System) -> anyhow::Result<()> {
+    if system == System::CudaMalloc {
+        return Ok(());
+    }
+    rt.check_invariants().map_err(|e| {
+        anyhow::anyhow!("{}: allocator invariants after a round: {e}", system.name())
+    })?;
+    anyhow::ensure!(
+        rt.is_empty(),
+        "{}: objects left allocated after freeing them all",
+        system.name()
+    );
+    Ok(())
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    test: Test,
+    /// n for singular, KiB per object for scaling, empty for random.
+    parameter: String,
+    threads: u32,
+    system: &'static str,
+    alloc_ms: f64,
+    free_ms: f64,
+    alloc_ms_rounds: Vec<f64>,
+    /// Allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster).
+    alloc_ratio_to_alignmalloc: Option<f64>,
+    /// Objects allocated per second (median round).
+    objects_per_s: f64,
+    failures: u64,
+    bad: u64,
+    bad_frees: u64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    backend: String,
+    device: String,
+    times: &'static str,
+    budget_bytes: u64,
+    repeats: u32,
+    seed: u64,
+    rows: Vec<Row>,
+}
+
+/// Sizes of one round: `threads` draws from `[lo, hi)`, seeded by `seed` and `round`.
+pub fn draw(threads: u32, lo: u64, hi: u64, seed: u64, round: u64) -> Vec<u64> {
+    (0..u64::from(threads))
+        .map(|t| lo + mix(seed ^ (round << 40) ^ t) % (hi - lo))
+        .collect()
+}
+
+/// Threads that fit `budget` at up to `largest` bytes each (a multiple of 32, at least 32).
+fn threads_within(threads: u32, largest: u64, budget: u64) -> u32 {
+    let fit = (budget / largest).min(u64::from(threads)) as u32;
+    (fit / 32 * 32).max(32)
+}
+
+/// The rounds of one row for every system: a warm-up, then `repeats` timed rounds.
+fn row(
+    rounds: &mut dyn Rounds,
+    args: &Args,
+    test: Test,
+    parameter: String,
+    size_of_round: &dyn Fn(u64) -> Vec<u64>,
+) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for system in rounds.systems() {
+        let mut totals = Round::default();
+        let mut allocs = Vec::new();
+        let mut frees = Vec::new();
+        let mut threads = 0;
+        for r in 0..=u64::from(args.repeats) {
+            let sizes = size_of_round(r);
+            threads = sizes.len() as u32;
+            let got = rounds.round(system, &sizes)?;
+            totals.failures += got.failures;
+            totals.bad += got.bad;
+            totals.bad_frees += got.bad_frees;
+            if r > 0 {
+                allocs.push(got.alloc_ms);
+                frees.push(got.free_ms);
+            }
+        }
+        let alloc_ms = median(&mut allocs.clone());
+        rows.push(Row {
+            test,
+            parameter: parameter.clone(),
+            threads,
+            system: system.name(),
+            alloc_ms,
+            free_ms: median(&mut frees),
+            alloc_ms_rounds: allocs,
+            alloc_ratio_to_alignmalloc: None,
+            objects_per_s: f64::from(threads) / (alloc_ms / 1e3),
+            failures: totals.failures,
+            bad: totals.bad,
+            bad_frees: totals.bad_frees,
+        });
+    }
+    let ours = rows
+        .iter()
+        .find(|r| r.system == "alignmalloc")
+        .map(|r| r.alloc_ms);
+    for r in &mut rows {
+        r.alloc_ratio_to_alignmalloc = ours.map(|o| r.alloc_ms / o);
+    }
+    for r in &rows {
+        eprintln!(
+            "{:?} {} {} threads {}: alloc {:.3} ms, free {:.3} ms",
+            r.test, r.parameter, r.threads, r.system, r.alloc_ms, r.free_ms
+        );
+    }
+    Ok(rows)
+}
+
+fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for &test in &args.tests {
+        match test {
+            Test::Singular => {
+                for n in 4..=22u32 {
+                    let (lo, hi) = (1u64 << n, 1u64 << (n + 1));
+                    let threads = threads_within(args.threads, hi, budget);
+                    rows.extend(row(rounds, args, test, n.to_string(), &|r| {
+                        draw(threads, lo, hi, args.seed + u64::from(n), r)
+                    })?);
+                }
+            }
+            Test::Random => {
+                let threads = threads_within(args.threads, 256 << 10, budget);
+                rows.extend(row(rounds, args, test, "1-256 KiB".into(), &|r| {
+                    draw(threads, 1 << 10, (256 << 10) + 1, args.seed, r)
+                })?);
+            }
+            Test::Scaling => {
+                for kib in [1u64, 8] {
+                    let mut threads = 128u32;
+                    while threads <= args.scaling_max_threads {
+                        if u64::from(threads) * (kib << 10) > budget {
+                            eprintln!(
+                                "scaling: {threads} threads x {kib} KiB exceed the budget; stopping there"
+                            );
+                            break;
+                        }
+                        let t = threads;
+                        rows.extend(row(rounds, args, test, format!("{kib} KiB"), &|_| {
+                            vec![kib << 10; t as usize]
+                        })?);
+                        threads *= 2;
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn print_table(rows: &[Row], times: &str) {
+    println!("times: {times}");
+    println!(
+        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>6}",
+        "test",
+        "parameter",
+        "threads",
+        "system",
+        "alloc ms",
+        "free ms",
+        "x ours",
+        "objects/s",
+        "wrong"
+    );
+    for r in rows {
+        println!(
+            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>6}",
+            format!("{:?}", r.test).to_lowercase(),
+            r.parameter,
+            r.threads,
+            r.system,
+            r.alloc_ms,
+            r.free_ms,
+            r.alloc_ratio_to_alignmalloc
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            r.objects_per_s,
+            r.failures + r.bad + r.bad_frees
+        );
+    }
+    println!(
+        "x ours: allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster); wrong: failed allocations, damaged objects and failed frees (0 for alignmalloc, or the run fails)"
+    );
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.threads == 0 || args.repeats == 0 || args.budget_gib == 0 || args.tests.is_empty() {
+        bail!("--threads, --repeats, --budget-gib and --tests must not be zero or empty");
+    }
+    let gpu = crate::runs_on_gpu(args.backend);
+    let budget = if gpu {
+        args.budget_gib << 30
+    } else {
+        (args.budget_gib << 30).min(1 << 30)
+    };
+    let mut builder = Runtime::builder().backend(args.backend);
+    if !gpu {
+        // Host memory stands in for the GPU's: room for a round plus the chunks' rounding.
+        builder = builder.arena_bytes(budget * 4);
+    }
+    let rt = builder.build().context("starting the runtime")?;
+    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    let (rows, times) = match rt.backend() {
+        BackendKind::Cuda => {
+            let mut rounds = gpu::GpuRounds::new(&rt, budget)?;
+            (
+                run_tests(&mut rounds, args, budget)?,
+                "GPU kernel wall time",
+            )
+        }
+        BackendKind::Sim => {
+            let mut rounds = sim::SimRounds::new(&rt);
+            (
+                run_tests(&mut rounds, args, budget)?,
+                "CPU warps on the sim backend: this host's time through the mailbox, not a GPU's",
+            )
+        }
+    };
+    print_table(&rows, times);
+    // alignmalloc must never fail, damage an object or fail a free; CUDA's heap may run out of
+    // room (a finding about the baseline, reported in its rows), but never damage an object.
+    let wrong: u64 = rows
+        .iter()
+        .map(|r| {
+            let ours = r.system != System::CudaMalloc.name();
+            r.bad + r.bad_frees + if ours { r.failures } else { 0 }
+        })
+        .sum();
+    let baseline_failures: u64 = rows
+        .iter()
+        .filter(|r| r.system == System::CudaMalloc.name())
+        .map(|r| r.failures)
+        .sum();
+    if baseline_failures > 0 {
+        eprintln!(
+            "cuda-malloc: {baseline_failures} allocations got no memory from the device heap (see its rows)"
+        );
+    }
+    let report = Report {
+        backend: format!("{:?}", rt.backend()),
+        device: rt
+            .device_info()
+            .map_or_else(|| "none (CPU warps)".to_string(), |i| i.name.clone()),
+        times,
+        budget_bytes: budget,
+        repeats: args.repeats,
+        seed: args.seed,
+        rows,
+    };
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if wrong != 0 {
+        bail!(
+            "{wrong} alignmalloc allocations failed, objects were damaged or frees failed (see the table)"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_stay_in_range_and_change_per_round() {
+        let a = draw(1000, 16, 32, 3, 0);
+        assert!(a.iter().all(|&s| (16..32).contains(&s)));
+        assert_eq!(a.iter().min(), Some(&16));
+        assert_eq!(a.iter().max(), Some(&31));
+        assert_ne!(a, draw(1000, 16, 32, 3, 1));
+        assert_eq!(a, draw(1000, 16, 32, 3, 0));
+    }
+
+    #[test]
+    fn threads_shrink_to_the_budget_in_whole_warps() {
+        assert_eq!(threads_within(16_384, 1 << 10, 1 << 30), 16_384);
+        assert_eq!(threads_within(16_384, 8 << 20, 16 << 30), 2048);
+        assert_eq!(threads_within(16_384, 8 << 20, 1 << 20), 32);
+        assert_eq!(threads_within(100, 1, 1 << 30), 96);
+    }
+
+    #[test]
+    fn the_sim_backend_runs_every_test_without_a_wrong_object() {
+        use crate::testing::{parse, take_json, temp};
+        let json = temp("alloc.json");
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--threads",
+            "256",
+            "--repeats",
+            "1",
+            "--scaling-max-threads",
+            "2048",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        // Fails on any failed allocation, damaged object, failed free or unclean allocator.
+        run(&args).unwrap();
+        let report = take_json(&json);
+        let rows = report["rows"].as_array().unwrap();
+        // 19 singular sizes, one random row and 2 x 5 scaling points, by 2 systems.
+        let count = |test: &str| rows.iter().filter(|r| r["test"] == test).count();
+        assert_eq!(count("singular"), 19 * 2);
+        assert_eq!(count("random"), 2);
+        assert_eq!(count("scaling"), 2 * 5 * 2);
+        let n22 = rows.iter().find(|r| r["parameter"] == "22").unwrap();
+        assert_eq!(n22["threads"], 128, "1 GiB / 8 MiB");
+        assert!(rows.iter().all(|r| r["bad"] == 0 && r["failures"] == 0));
+    }
+}

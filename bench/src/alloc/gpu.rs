@@ -1,0 +1,142 @@
+//! `alloc` on the GPU: the kernels of `device/kernels/alloc.cu`.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use cudarc::driver::sys::CUlimit;
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use orchestrator::{LaneStatus, Status};
+use runtime::Runtime;
+
+use super::{Round, Rounds, System};
+
+fn grid(threads: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (threads.div_ceil(256) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+pub struct GpuRounds<'a> {
+    rt: &'a Runtime,
+    _module: std::sync::Arc<CudaModule>,
+    alloc: CudaFunction,
+    free: CudaFunction,
+    tag: CudaFunction,
+    check: CudaFunction,
+}
+
+impl<'a> GpuRounds<'a> {
+    /// Compile the kernels and size CUDA's device heap for a round of `budget` bytes (before any
+    /// kernel calls malloc, as CUDA requires).
+    pub fn new(rt: &'a Runtime, budget: u64) -> anyhow::Result<Self> {
+        // Headroom for the heap's own rounding and bookkeeping.
+        let heap = budget + budget / 2 + (256 << 20);
+        rt.context()?
+            .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
+            .context("sizing CUDA's device heap")?;
+        let module = rt.compile(device::ALLOC.path, device::ALLOC.text)?;
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .with_context(|| format!("loading {name}"))
+        };
+        Ok(Self {
+            alloc: load("am_alloc")?,
+            free: load("am_free")?,
+            tag: load("am_tag")?,
+            check: load("am_check")?,
+            _module: module,
+            rt,
+        })
+    }
+}
+
+impl Rounds for GpuRounds<'_> {
+    fn systems(&self) -> Vec<System> {
+        vec![
+            System::Alignmalloc,
+            System::AlignmallocContiguous,
+            System::CudaMalloc,
+        ]
+    }
+
+    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round> {
+        let rt = self.rt;
+        let stream = rt.stream()?.clone();
+        let threads = sizes.len() as u32;
+        let mode = system as u32;
+        let sizes_dev = stream.clone_htod(sizes)?;
+        let mut handles = stream.alloc_zeros::<u64>(sizes.len())?;
+        let mut statuses = stream.alloc_zeros::<u32>(sizes.len())?;
+        let mut bad = stream.alloc_zeros::<u64>(1)?;
+        let config = grid(sizes.len());
+
+        let started = Instant::now();
+        // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
+        // handles, unsigned* statuses): `threads` of each, waited for below.
+        let launch = unsafe {
+            rt.launch(&self.alloc, config, |a| {
+                a.arg(&sizes_dev)
+                    .arg(&threads)
+                    .arg(&mode)
+                    .arg(&mut handles)
+                    .arg(&mut statuses);
+            })
+        }?;
+        launch.wait()?;
+        let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
+        let failures = stream
+            .clone_dtoh(&statuses)?
+            .iter()
+            .filter(|&&s| s != Status::Ok as u32)
+            .count() as u64;
+
+        // SAFETY: am_tag(mailbox, const u64* handles, const u64* sizes, unsigned threads,
+        // unsigned mode): the round's handles and sizes.
+        unsafe {
+            rt.launch(&self.tag, config, |a| {
+                a.arg(&handles).arg(&sizes_dev).arg(&threads).arg(&mode);
+            })
+        }?
+        .wait()?;
+        // SAFETY: am_check(mailbox, const u64* handles, const u64* sizes, unsigned threads,
+        // unsigned mode, unsigned long long* bad): as am_tag, plus one counter.
+        unsafe {
+            rt.launch(&self.check, config, |a| {
+                a.arg(&handles)
+                    .arg(&sizes_dev)
+                    .arg(&threads)
+                    .arg(&mode)
+                    .arg(&mut bad);
+            })
+        }?
+        .wait()?;
+        let bad = stream.clone_dtoh(&bad)?[0];
+
+        let started = Instant::now();
+        // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode,
+        // unsigned* statuses): the round's handles, each freed once.
+        let launch = unsafe {
+            rt.launch(&self.free, config, |a| {
+                a.arg(&handles).arg(&threads).arg(&mode).arg(&mut statuses);
+            })
+        }?;
+        launch.wait()?;
+        let free_ms = started.elapsed().as_secs_f64() * 1e3;
+        let bad_frees = stream
+            .clone_dtoh(&statuses)?
+            .iter()
+            .filter(|&&s| s != LaneStatus::Ok as u32)
+            .count() as u64;
+        super::check_empty(rt, system)?;
+        Ok(Round {
+            alloc_ms,
+            free_ms,
+            failures,
+            bad,
+            bad_frees,
+        })
+    }
+}

@@ -1,0 +1,124 @@
+//! `alloc` on the sim backend: CPU warps through the runtime's mailbox, as the kernels do.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use orchestrator::LaneStatus;
+use runtime::sim::CpuWarp;
+use runtime::{Handle, Runtime};
+use translator::WARP_LANES;
+
+use super::{Round, Rounds, System, check_empty};
+
+pub struct SimRounds<'a> {
+    rt: &'a Runtime,
+}
+
+impl<'a> SimRounds<'a> {
+    pub fn new(rt: &'a Runtime) -> Self {
+        Self { rt }
+    }
+}
+
+/// The tags of thread t's object (first and last word), as the kernels write them.
+fn tags(t: u64) -> (u64, u64) {
+    (t << 32, t << 32 | 1)
+}
+
+/// Run `f` on every warp with its first thread and lane mask.
+fn warps(
+    rt: &Runtime,
+    threads: usize,
+    f: impl Fn(&CpuWarp<'_>, usize, u32) + Sync,
+) -> anyhow::Result<()> {
+    rt.run_warps(threads.div_ceil(WARP_LANES) as u32, |warp| {
+        let first = warp.id() as usize * WARP_LANES;
+        let n = (threads - first).min(WARP_LANES);
+        let mask = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+        f(&warp, first, mask);
+    })?;
+    Ok(())
+}
+
+impl Rounds for SimRounds<'_> {
+    fn systems(&self) -> Vec<System> {
+        vec![System::Alignmalloc, System::AlignmallocContiguous]
+    }
+
+    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round> {
+        let rt = self.rt;
+        let handles: Vec<AtomicU64> = sizes.iter().map(|_| AtomicU64::new(0)).collect();
+        let failures = AtomicU64::new(0);
+        let started = Instant::now();
+        warps(rt, sizes.len(), |warp, first, mask| {
+            let n = mask.count_ones() as usize;
+            let mut asked = [0u64; WARP_LANES];
+            asked[..n].copy_from_slice(&sizes[first..first + n]);
+            let got = match system {
+                System::AlignmallocContiguous => warp.malloc_contiguous(mask, &asked),
+                _ => warp.malloc(mask, &asked),
+            };
+            match got {
+                Ok(h) => {
+                    for l in 0..(mask.count_ones() as usize) {
+                        handles[first + l].store(h[l].0, Ordering::Relaxed);
+                    }
+                }
+                Err(_) => {
+                    failures.fetch_add(u64::from(mask.count_ones()), Ordering::Relaxed);
+                }
+            }
+        })?;
+        let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
+        let handle = |t: usize| Handle(handles[t].load(Ordering::Relaxed));
+        let last = |t: usize| (sizes[t] / 8 - 1) * 8;
+        // The warp's threads whose object gets tags.
+        let tagged = |first: usize, mask: u32| {
+            (first..first + mask.count_ones() as usize)
+                .filter(|&t| !handle(t).is_null() && sizes[t] >= 8)
+        };
+        // Tag, then check: the same as am_tag and am_check.
+        warps(rt, sizes.len(), |warp, first, mask| {
+            for t in tagged(first, mask) {
+                let (a, b) = tags(t as u64);
+                warp.store(handle(t), 0, a);
+                warp.store(handle(t), last(t), b);
+            }
+        })?;
+        let bad = AtomicU64::new(0);
+        warps(rt, sizes.len(), |warp, first, mask| {
+            for t in tagged(first, mask) {
+                let (a, b) = tags(t as u64);
+                if warp.load(handle(t), 0) != a || warp.load(handle(t), last(t)) != b {
+                    bad.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })?;
+        let bad_frees = AtomicU64::new(0);
+        let started = Instant::now();
+        warps(rt, sizes.len(), |warp, first, mask| {
+            let mut lanes = [Handle(0); WARP_LANES];
+            for (l, h) in lanes
+                .iter_mut()
+                .enumerate()
+                .take(mask.count_ones() as usize)
+            {
+                *h = handle(first + l);
+            }
+            let outcome = warp.free(mask, &lanes);
+            let wrong = (0..mask.count_ones() as usize)
+                .filter(|&l| outcome.lanes[l] != LaneStatus::Ok)
+                .count();
+            bad_frees.fetch_add(wrong as u64, Ordering::Relaxed);
+        })?;
+        let free_ms = started.elapsed().as_secs_f64() * 1e3;
+        check_empty(rt, system)?;
+        Ok(Round {
+            alloc_ms,
+            free_ms,
+            failures: failures.into_inner(),
+            bad: bad.into_inner(),
+            bad_frees: bad_frees.into_inner(),
+        })
+    }
+}

@@ -1,0 +1,76 @@
+// Allocation benchmarks (`alignmalloc alloc`; host side bench/src/alloc.rs). Thread t allocates
+// sizes[t] bytes, or frees what it got, with one of three allocators:
+//   mode 0: am::malloc (warp-arranged), 1: am::malloc_contiguous, 2: CUDA's in-kernel malloc.
+// Every kernel takes the mailbox first (mode 2 leaves it unused) so all launch alike.
+//   am_alloc:  allocate; statuses[t] is the request's status (mode 2: OutOfMemory for a null
+//              pointer of a non-zero size).
+//   am_free:   free; statuses[t] is the lane's status (mode 2: 0).
+//   am_tag:    write t's tag over the first and last 8-byte word of its object (untimed).
+//   am_check:  count the objects whose two words no longer hold t's tag (overlaps, corruption).
+#include <alignmalloc/client.cuh>
+
+namespace {
+
+__device__ __forceinline__ am::u64 global_thread() {
+  return (am::u64)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ am::u64 tag(am::u64 t, am::u64 word) { return t << 32 | word; }
+
+// The address of byte `offset` of thread t's object.
+__device__ __forceinline__ am::u64* word_at(am::u64 handle, unsigned mode, am::u64 offset) {
+  if (mode == 2) return (am::u64*)(handle + offset);
+  am::ptr<am::u64> p{handle};
+  return &p[offset / 8];
+}
+
+}  // namespace
+
+extern "C" __global__ void am_alloc(am::DeviceMailbox mb, const am::u64* sizes, unsigned threads,
+                                    unsigned mode, am::u64* handles, unsigned* statuses) {
+  const am::u64 t = global_thread();
+  if (t >= threads) return;
+  const am::u64 size = sizes[t];
+  unsigned status = am::kStatusOk;
+  am::u64 h = 0;
+  if (mode == 0) {
+    h = am::malloc(mb, size, &status);
+  } else if (mode == 1) {
+    h = am::malloc_contiguous(mb, size, &status);
+  } else {
+    h = size ? (am::u64)malloc(size) : 0;
+    if (size && !h) status = am::kStatusOutOfMemory;
+  }
+  handles[t] = h;
+  statuses[t] = status;
+}
+
+extern "C" __global__ void am_free(am::DeviceMailbox mb, const am::u64* handles,
+                                   unsigned threads, unsigned mode, unsigned* statuses) {
+  const am::u64 t = global_thread();
+  if (t >= threads) return;
+  if (mode == 2) {
+    free((void*)handles[t]);
+    statuses[t] = am::kLaneOk;
+    return;
+  }
+  statuses[t] = am::free(mb, handles[t]).lane_status;
+}
+
+extern "C" __global__ void am_tag(am::DeviceMailbox, const am::u64* handles, const am::u64* sizes,
+                                  unsigned threads, unsigned mode) {
+  const am::u64 t = global_thread();
+  if (t >= threads || handles[t] == 0 || sizes[t] < 8) return;
+  *word_at(handles[t], mode, 0) = tag(t, 0);
+  *word_at(handles[t], mode, (sizes[t] / 8 - 1) * 8) = tag(t, 1);
+}
+
+extern "C" __global__ void am_check(am::DeviceMailbox, const am::u64* handles,
+                                    const am::u64* sizes, unsigned threads, unsigned mode,
+                                    unsigned long long* bad) {
+  const am::u64 t = global_thread();
+  if (t >= threads || handles[t] == 0 || sizes[t] < 8) return;
+  const bool ok = *word_at(handles[t], mode, 0) == tag(t, 0) &&
+                  *word_at(handles[t], mode, (sizes[t] / 8 - 1) * 8) == tag(t, 1);
+  if (!ok) atomicAdd(bad, 1ull);
+}
