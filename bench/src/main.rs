@@ -10,6 +10,7 @@ mod graph;
 mod mailbox_stress;
 mod parity;
 mod patterns;
+mod plot;
 mod selftest;
 mod uvm;
 mod walk;
@@ -41,6 +42,10 @@ enum Command {
     /// arrangement off and CUDA's device heap. On the GPU when there is one, else modelled by the
     /// UVM simulator (said so).
     Access(access::Args),
+    /// Draw the figures (SVG and PNG, one line per system) of walk, alloc and access JSON
+    /// reports: e.g. `alignmalloc plot bench/results/2026-11-22-h200/*.json --out-dir figures`
+    /// (other JSON files are skipped, and said so).
+    Plot(plot::Args),
     /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result
     /// against the Rust translator. Needs a CUDA GPU and NVRTC; exits non-zero on any mismatch.
     LayoutParity(parity::Args),
@@ -93,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         Command::Walk(args) => walk::run(&args),
         Command::Alloc(args) => alloc::run(&args),
         Command::Access(args) => access::run(&args),
+        Command::Plot(args) => plot::run(&args),
     }
 }
 
