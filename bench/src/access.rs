@@ -1,14 +1,16 @@
 //! `alignmalloc access`: how fast kernels read what they allocated, with the data first on the
 //! host.
 //!
-//! - `random`: 1 024 threads x 100 reads over per-thread ranges of 512 B to 8 MiB;
+//! - `random`: 1 024 threads x 100 reads over per-thread ranges of 1 KiB to 8 MiB;
 //! - `large`: 128 threads over 1 MiB to 16 MiB;
 //!
 //! each in three patterns (bench/src/patterns.rs): the lanes of a warp reading the same random
 //! offsets (lockstep), independent random offsets, and each lane sweeping its range. Systems, on
 //! the same offsets: `alignmalloc` (objects from `am::malloc` in a kernel), `alignmalloc-contiguous`
-//! (`am::malloc_contiguous`: arrangement off) and `cuda-malloc` (CUDA's device heap: device memory
-//! that never migrates, so it is the floor, not a competitor on migration). Before each read
+//! (`am::malloc_contiguous`: arrangement off), `cuda-malloc` (CUDA's device heap: device memory
+//! that never migrates, so it is the floor, not a competitor on migration) and
+//! `alignmalloc-identity-order` (a second runtime whose arranged chunks use the identity slot
+//! order instead of the pattern order). Before each read
 //! kernel the host writes every alignmalloc object (so its pages start on the host); the read
 //! kernel's wall time is the median of `--repeats` after a warm-up. Objects are allocated and freed
 //! again for every repeat, so later repeats reuse memory that has moved both ways, as a program's
@@ -22,8 +24,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
-use runtime::{BackendChoice, BackendKind, Handle, Runtime};
+use runtime::{BackendChoice, Handle, Runtime};
 use serde::Serialize;
+use translator::SlotOrder;
 use uvmsim::{SimConfig, Simulator};
 
 use crate::alloc::System;
@@ -80,7 +83,7 @@ impl Row {
     fn new(
         (test, threads, range_bytes): (&'static str, u32, u64),
         pattern: Pattern,
-        system: System,
+        system: &'static str,
         ms: f64,
         ms_repeats: Vec<f64>,
         htod_bytes: u64,
@@ -90,7 +93,7 @@ impl Row {
             threads,
             range_bytes,
             pattern,
-            system: system.name(),
+            system,
             ms,
             ms_repeats,
             ratio_to_alignmalloc: None,
@@ -127,13 +130,16 @@ struct Gpu<'a> {
 }
 
 impl<'a> Gpu<'a> {
-    fn new(rt: &'a Runtime, heap: u64) -> anyhow::Result<Self> {
-        rt.context()?
-            .set_limit(
-                cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE,
-                heap as usize,
-            )
-            .context("sizing CUDA's device heap")?;
+    /// Compile the kernels; size CUDA's device heap to `heap` bytes when given.
+    fn new(rt: &'a Runtime, heap: Option<u64>) -> anyhow::Result<Self> {
+        if let Some(heap) = heap {
+            rt.context()?
+                .set_limit(
+                    cudarc::driver::sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE,
+                    heap as usize,
+                )
+                .context("sizing CUDA's device heap")?;
+        }
         let allocs = rt.compile(device::ALLOC.path, device::ALLOC.text)?;
         let patterns = rt.compile(device::UVM_PATTERNS.path, device::UVM_PATTERNS.text)?;
         Ok(Self {
@@ -235,6 +241,136 @@ fn with_ratios(rows: &mut [Row]) {
     }
 }
 
+/// Every row on the GPU: the pattern slot order's runtime for alignmalloc, arrangement off and
+/// CUDA's heap, then a runtime in the identity slot order for alignmalloc again (the slot order
+/// is a runtime setting; one runtime at a time, so each has its own fault counters).
+fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
+    let largest = configs(args)
+        .iter()
+        .map(|&(_, t, r)| u64::from(t) * r)
+        .max()
+        .unwrap_or(0);
+    let fill = vec![1u8; configs(args).iter().map(|c| c.2).max().unwrap_or(0) as usize];
+    let runs: [(SlotOrder, &[(System, &'static str)]); 2] = [
+        (
+            SlotOrder::Pattern,
+            &[
+                (System::Alignmalloc, "alignmalloc"),
+                (System::AlignmallocContiguous, "alignmalloc-contiguous"),
+                (System::CudaMalloc, "cuda-malloc"),
+            ],
+        ),
+        (
+            SlotOrder::Identity,
+            &[(System::Alignmalloc, "alignmalloc-identity-order")],
+        ),
+    ];
+    let total: usize = runs.iter().map(|(_, systems)| systems.len()).sum::<usize>()
+        * configs(args).len()
+        * PATTERNS.len()
+        * (args.repeats as usize + 1);
+    let progress = indicatif::ProgressBar::new(total as u64).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} repeats, {elapsed} {msg}")
+            .expect("a valid template"),
+    );
+    let mut rows = Vec::new();
+    let mut device_name = String::new();
+    for (order, systems) in runs {
+        let rt = Runtime::builder()
+            .backend(args.backend)
+            .fault_counters(true)
+            .slot_order(order)
+            .build()
+            .context("starting the runtime")?;
+        device_name = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
+        // CUDA fixes the heap's size before the first kernel that calls malloc.
+        let heap = (order == SlotOrder::Pattern).then_some(largest + largest / 2 + (256 << 20));
+        let device = Gpu::new(&rt, heap)?;
+        for (test, threads, range) in configs(args) {
+            for pattern in PATTERNS {
+                let spec = Spec {
+                    pattern,
+                    layout: Layout::Arranged,
+                    threads,
+                    range,
+                    reads: args.reads,
+                    seed: args.seed,
+                };
+                for &(system, name) in systems {
+                    progress.set_message(format!(
+                        "{test} {threads} x {} KiB {pattern:?} {name}",
+                        range >> 10
+                    ));
+                    let mut times = Vec::new();
+                    let mut htod = Vec::new();
+                    for r in 0..=args.repeats {
+                        let (ms, bytes) = device.repeat(&spec, system, &fill[..range as usize])?;
+                        progress.inc(1);
+                        if r > 0 {
+                            times.push(ms);
+                            htod.push(bytes as f64);
+                        }
+                    }
+                    let ms = median(&mut times.clone());
+                    progress.println(format!(
+                        "{test} {threads} x {} KiB {pattern:?} {name}: {ms:.3} ms",
+                        range >> 10
+                    ));
+                    let htod = median(&mut htod) as u64;
+                    rows.push(Row::new(
+                        (test, threads, range),
+                        pattern,
+                        name,
+                        ms,
+                        times,
+                        htod,
+                    ));
+                }
+            }
+        }
+    }
+    progress.finish_and_clear();
+    Ok((rows, device_name))
+}
+
+/// Every row in the simulator: both layouts, modelled.
+fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
+    let cost = crate::uvm::h200_constants()?;
+    let mut rows = Vec::new();
+    for (test, threads, range) in configs(args) {
+        for pattern in PATTERNS {
+            for (layout, system) in [
+                (Layout::Arranged, System::Alignmalloc),
+                (Layout::Contiguous, System::AlignmallocContiguous),
+            ] {
+                let spec = Spec {
+                    pattern,
+                    layout,
+                    threads,
+                    range,
+                    reads: args.reads,
+                    seed: args.seed,
+                };
+                let config = SimConfig {
+                    cost,
+                    ..crate::uvm::sim_config(threads)
+                };
+                let report = Simulator::run(config, &spec.trace(1 << 40))?;
+                let k = &report.kernels[0];
+                rows.push(Row::new(
+                    (test, threads, range),
+                    pattern,
+                    system.name(),
+                    k.modelled_ns / 1e6,
+                    Vec::new(),
+                    k.counts.htod_bytes(),
+                ));
+            }
+        }
+    }
+    Ok(rows)
+}
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.reads == 0 || args.repeats == 0 {
         bail!("--reads and --repeats must be at least 1");
@@ -247,113 +383,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     {
         bail!("range {k} KiB: ranges must be powers of two of at least 1 KiB");
     }
-    let gpu = crate::runs_on_gpu(args.backend);
-    let rt = Runtime::builder()
-        .backend(args.backend)
-        .fault_counters(gpu)
-        .build()
-        .context("starting the runtime")?;
-    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
-    let mut rows = Vec::new();
-    let times = match rt.backend() {
-        BackendKind::Cuda => {
-            let largest = configs(args)
-                .iter()
-                .map(|&(_, t, r)| u64::from(t) * r)
-                .max()
-                .unwrap_or(0);
-            let device = Gpu::new(&rt, largest + largest / 2 + (256 << 20))?;
-            let fill = vec![1u8; configs(args).iter().map(|c| c.2).max().unwrap_or(0) as usize];
-            for (test, threads, range) in configs(args) {
-                for pattern in PATTERNS {
-                    let spec = Spec {
-                        pattern,
-                        layout: Layout::Arranged,
-                        threads,
-                        range,
-                        reads: args.reads,
-                        seed: args.seed,
-                    };
-                    for system in [
-                        System::Alignmalloc,
-                        System::AlignmallocContiguous,
-                        System::CudaMalloc,
-                    ] {
-                        let mut times = Vec::new();
-                        let mut htod = Vec::new();
-                        for r in 0..=args.repeats {
-                            let (ms, bytes) =
-                                device.repeat(&spec, system, &fill[..range as usize])?;
-                            if r > 0 {
-                                times.push(ms);
-                                htod.push(bytes as f64);
-                            }
-                        }
-                        let ms = median(&mut times.clone());
-                        eprintln!(
-                            "{test} {threads} x {} KiB {pattern:?} {}: {ms:.3} ms",
-                            range >> 10,
-                            system.name()
-                        );
-                        let htod = median(&mut htod) as u64;
-                        rows.push(Row::new(
-                            (test, threads, range),
-                            pattern,
-                            system,
-                            ms,
-                            times,
-                            htod,
-                        ));
-                    }
-                }
-            }
-            "GPU kernel wall time"
-        }
-        BackendKind::Sim => {
-            let cost = crate::uvm::h200_constants()?;
-            for (test, threads, range) in configs(args) {
-                for pattern in PATTERNS {
-                    for (layout, system) in [
-                        (Layout::Arranged, System::Alignmalloc),
-                        (Layout::Contiguous, System::AlignmallocContiguous),
-                    ] {
-                        let spec = Spec {
-                            pattern,
-                            layout,
-                            threads,
-                            range,
-                            reads: args.reads,
-                            seed: args.seed,
-                        };
-                        let config = SimConfig {
-                            cost,
-                            ..crate::uvm::sim_config(threads)
-                        };
-                        let report = Simulator::run(config, &spec.trace(1 << 40))?;
-                        let k = &report.kernels[0];
-                        rows.push(Row::new(
-                            (test, threads, range),
-                            pattern,
-                            system,
-                            k.modelled_ns / 1e6,
-                            Vec::new(),
-                            k.counts.htod_bytes(),
-                        ));
-                    }
-                }
-            }
-            "modelled by uvmsim with the constants fitted on the H200 (not measured); cuda-malloc needs a GPU"
-        }
+    let (backend, device, times, mut rows) = if crate::runs_on_gpu(args.backend) {
+        eprintln!("backend: Cuda");
+        let (rows, device) = gpu_rows(args)?;
+        ("Cuda", device, "GPU kernel wall time", rows)
+    } else {
+        eprintln!("backend: the UVM simulator (no GPU, or --backend sim)");
+        (
+            "Sim",
+            "none (simulated)".to_string(),
+            "modelled by uvmsim with the constants fitted on the H200 (not measured); cuda-malloc and the identity slot order need a GPU",
+            sim_rows(args)?,
+        )
     };
     with_ratios(&mut rows);
     println!("times: {times}");
     println!(
-        "{:<7} {:>7} {:>10} {:<12} {:<23} {:>10} {:>8} {:>10}",
+        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>10}",
         "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "HtoD MiB"
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<23} {:>10.3} {:>8} {:>10.1}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>10.1}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -368,10 +419,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("x ours: time over alignmalloc's on the same row (above 1: alignmalloc is faster)");
     if let Some(path) = &args.json {
         let report = Report {
-            backend: format!("{:?}", rt.backend()),
-            device: rt
-                .device_info()
-                .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone()),
+            backend: backend.to_string(),
+            device,
             times,
             reads: args.reads,
             repeats: args.repeats,

@@ -43,7 +43,7 @@ enum Command {
     /// UVM simulator (said so).
     Access(access::Args),
     /// Draw the figures (SVG and PNG, one line per system) of walk, alloc and access JSON
-    /// reports: e.g. `alignmalloc plot bench/results/2026-11-22-h200/*.json --out-dir figures`
+    /// reports: e.g. `alignmalloc plot alloc.json access.json walk-rmat*.json --out-dir figures`
     /// (other JSON files are skipped, and said so).
     Plot(plot::Args),
     /// Run the CUDA layout header (layout.h) on the GPU over random inputs and check every result

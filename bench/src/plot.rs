@@ -287,6 +287,8 @@ fn walk_figures(reports: &[Value], out: &mut Vec<Figure>) {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut walks = Vec::new();
     let mut figures = Vec::new();
+    // Which report made each figure, so two reports of one kind cannot overwrite each other.
+    let mut sources: Vec<(String, PathBuf)> = Vec::new();
     for path in &args.reports {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -300,10 +302,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             } else {
                 walks.push(report);
             }
-        } else if first_row["pattern"].is_string() {
-            access_figures(&report, &mut figures);
-        } else if first_row["alloc_ms"].is_number() {
-            alloc_figures(&report, &mut figures);
+        } else if first_row["pattern"].is_string() || first_row["alloc_ms"].is_number() {
+            let mut made = Vec::new();
+            if first_row["pattern"].is_string() {
+                access_figures(&report, &mut made);
+            } else {
+                alloc_figures(&report, &mut made);
+            }
+            for figure in made {
+                if let Some((_, other)) = sources.iter().find(|(name, _)| *name == figure.name) {
+                    bail!(
+                        "{} and {} both make the figure {}: plot them in separate runs",
+                        other.display(),
+                        path.display(),
+                        figure.name
+                    );
+                }
+                sources.push((figure.name.clone(), path.clone()));
+                figures.push(figure);
+            }
         } else {
             eprintln!(
                 "skipping {}: not a report of walk, alloc or access",
@@ -404,5 +421,9 @@ mod tests {
         .unwrap())
         .unwrap_err();
         assert!(format!("{err:#}").contains("/nonexistent.ttf"));
+        let err =
+            run(&parse::<Args>(&[&alloc, &alloc, "--out-dir", out.to_str().unwrap()]).unwrap())
+                .unwrap_err();
+        assert!(format!("{err:#}").contains("both make the figure alloc-singular"));
     }
 }
