@@ -9,7 +9,9 @@
 //!   the GPU, since the host cannot reach the device heap);
 //! - `managed-csr`: the graph as one CSR in `cudaMallocManaged` memory written by the host (what a
 //!   user would write), and `managed-csr-prefetch`: the same with a bulk `cudaMemPrefetchAsync`
-//!   before the walk (GPU only: the simulator has no prefetch call).
+//!   before the walk (GPU only: the simulator has no prefetch call);
+//! - `alignmalloc-identity-order`: alignmalloc on a second runtime whose arranged chunks use the
+//!   identity slot order instead of the pattern order (GPU only).
 //!
 //! Placements of the lists: `gpu` (filled by the kernel that allocated them, so they start on
 //! the GPU) and `host` (filled by the host before each walk, so the walk migrates them).
@@ -381,11 +383,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let rt = builder.build().context("starting the runtime")?;
     eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
-    let (runs, times) = match rt.backend() {
-        BackendKind::Cuda => (
-            gpu::run(&rt, &graph, args, &reference)?,
-            "GPU kernel wall time",
-        ),
+    let backend = rt.backend();
+    let backend_reason = rt.backend_reason().to_string();
+    let device = rt
+        .device_info()
+        .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone());
+    let (runs, times) = match backend {
+        BackendKind::Cuda => {
+            let mut runs = gpu::run(&rt, &graph, args, &reference)?;
+            // The slot order is a runtime setting: a second runtime, one at a time (each has
+            // its own fault counters).
+            drop(rt);
+            let identity = Runtime::builder()
+                .backend(BackendChoice::Cuda)
+                .fault_counters(true)
+                .slot_order(translator::SlotOrder::Identity)
+                .build()
+                .context("starting the identity-order runtime")?;
+            runs.extend(gpu::identity_order(&identity, &graph, args, &reference)?);
+            (runs, "GPU kernel wall time")
+        }
         BackendKind::Sim => (
             sim::run(&rt, &graph, args, &reference)?,
             "modelled by uvmsim with the constants fitted on the H200 (not measured)",
@@ -406,11 +423,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .map(|r| format!("{} ({:?})", r.system, r.placement))
         .collect();
     let report = Report {
-        backend: format!("{:?}", rt.backend()),
-        backend_reason: rt.backend_reason().to_string(),
-        device: rt
-            .device_info()
-            .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone()),
+        backend: format!("{backend:?}"),
+        backend_reason,
+        device,
         graph: name,
         vertices: graph.vertices(),
         edges: graph.edges(),

@@ -57,20 +57,25 @@ enum Lists<'s> {
 }
 
 impl<'a> Walker<'a> {
+    /// The graph on the device and the kernels; CUDA's device heap sized when `size_heap` (only
+    /// before any kernel that calls malloc has run in the process).
     fn new(
         rt: &'a Runtime,
         graph: &'a Graph,
         args: &'a Args,
         reference: &'a Reference,
+        size_heap: bool,
     ) -> anyhow::Result<Self> {
         let stream = rt.stream()?;
-        // The device heap is sized before any kernel that calls malloc runs: four times the lists
-        // plus 256 bytes a vertex, at least 256 MiB (with twice the lists plus 64 bytes a vertex,
-        // repeated builds and frees of a 262 144-vertex R-MAT graph's lists failed on the H200).
+        // Four times the lists plus 256 bytes a vertex, at least 256 MiB (with twice the lists
+        // plus 64 bytes a vertex, repeated builds and frees of a 262 144-vertex R-MAT graph's
+        // lists failed on the H200).
         let heap = (graph.edges() * 4 * 4 + graph.vertices() as u64 * 256).max(256 << 20);
-        rt.context()?
-            .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
-            .context("sizing CUDA's device heap")?;
+        if size_heap {
+            rt.context()?
+                .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
+                .context("sizing CUDA's device heap")?;
+        }
         let module = rt.compile(device::WALK.path, device::WALK.text)?;
         let load = |name: &str| {
             module
@@ -435,7 +440,7 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
-    let mut w = Walker::new(rt, graph, args, reference)?;
+    let mut w = Walker::new(rt, graph, args, reference, true)?;
     // Warm-up: the first launches of each kind pay for loading and first-touch costs that the
     // figures should not carry.
     let (handles, _) = w.build_lists("warm-up", false, true)?;
@@ -457,6 +462,25 @@ pub fn run(
             if prefetch { " with prefetch" } else { "" }
         );
         runs.push(w.managed_csr(prefetch)?);
+    }
+    Ok(runs)
+}
+
+/// alignmalloc's rows again on a runtime whose arranged chunks use the identity slot order (a
+/// runtime setting, so a runtime of its own, built after the first one is gone).
+pub fn identity_order(
+    rt: &Runtime,
+    graph: &Graph,
+    args: &Args,
+    reference: &Reference,
+) -> anyhow::Result<Vec<SystemRun>> {
+    let mut w = Walker::new(rt, graph, args, reference, false)?;
+    let (handles, _) = w.build_lists("warm-up", false, true)?;
+    w.free_lists("warm-up", &handles)?;
+    let mut runs = Vec::new();
+    for placement in [Placement::Gpu, Placement::Host] {
+        eprintln!("alignmalloc in the identity slot order, lists filled on the {placement:?}...");
+        runs.push(w.alignmalloc("alignmalloc-identity-order", false, placement)?);
     }
     Ok(runs)
 }

@@ -371,7 +371,7 @@ pub fn run(
     eprintln!(
         "simulator: walks by CPU warps through the runtime, times modelled by uvmsim with the H200's constants; \
          lists filled by the host only (lists filled on the GPU migrate nothing, which the model does not price); \
-         cuda-malloc and managed-csr-prefetch need a GPU"
+         cuda-malloc, managed-csr-prefetch and the identity slot order need a GPU"
     );
     let mut runs = Vec::new();
     for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
