@@ -23,13 +23,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
 use runtime::{BackendChoice, Handle, Runtime};
 use serde::Serialize;
 use translator::SlotOrder;
 use uvmsim::{SimConfig, Simulator};
 
 use crate::alloc::System;
+use crate::launch::grid;
 use crate::patterns::{Layout, Pattern, Spec};
 use crate::walk::median;
 
@@ -113,14 +114,6 @@ struct Report {
     rows: Vec<Row>,
 }
 
-fn grid(threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(256), 1, 1),
-        block_dim: (threads.min(256), 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
 struct Gpu<'a> {
     rt: &'a Runtime,
     _modules: [std::sync::Arc<CudaModule>; 2],
@@ -163,7 +156,7 @@ impl<'a> Gpu<'a> {
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
         // handles, unsigned* statuses): `threads` of each, waited for.
         unsafe {
-            rt.launch(&self.alloc, grid(threads), |a| {
+            rt.launch(&self.alloc, grid(u64::from(threads)), |a| {
                 a.arg(&sizes)
                     .arg(&threads)
                     .arg(&mode)
@@ -199,14 +192,14 @@ impl<'a> Gpu<'a> {
         // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned pattern, u64
         // range, unsigned reads, u64 seed, u64* sink): `threads` live objects of `range` bytes
         // (raw device-heap pointers are plain handles), one sink word; synchronised below.
-        unsafe { b.launch(grid(threads)) }?;
+        unsafe { b.launch(grid(u64::from(threads))) }?;
         stream.synchronize()?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let htod = rt.take_faults()?.total.htod_bytes;
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode, unsigned*
         // statuses): the handles just allocated, each freed once.
         unsafe {
-            rt.launch(&self.free, grid(threads), |a| {
+            rt.launch(&self.free, grid(u64::from(threads)), |a| {
                 a.arg(&handles).arg(&threads).arg(&mode).arg(&mut statuses);
             })
         }?

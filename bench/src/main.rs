@@ -7,6 +7,7 @@ use tracing_subscriber::EnvFilter;
 mod access;
 mod alloc;
 mod graph;
+mod launch;
 mod mailbox_stress;
 mod parity;
 mod patterns;

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use hostcheck::cases::Rng;
 use serde::Serialize;
 use translator::{Geometry, Handle, LayoutError, SlotOrder, contiguous_handles, warp_handles};
@@ -78,17 +78,6 @@ fn expected_geometry(geometry: &Result<Option<Geometry>, LayoutError>) -> [u64; 
     }
 }
 
-/// One thread per item in blocks of 256 (the geometry kernel needs more registers than a block
-/// of 1024 threads can have).
-fn grid_for(threads: u64) -> LaunchConfig {
-    const BLOCK: u32 = 256;
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(u64::from(BLOCK)) as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let (context, info) = runtime::cuda::open(0).context(
         "layout-parity needs a CUDA GPU (the host-side parity runs with `cargo test -p hostcheck`)",
@@ -146,7 +135,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .arg(&mut d_translated);
     // SAFETY: the kernel reads `pairs` entries of both inputs and writes 9 words per pair, which
     // is what was allocated; the argument types match its signature.
-    unsafe { launch.launch(grid_for(args.pairs)) }?;
+    unsafe { launch.launch(crate::launch::grid(args.pairs)) }?;
 
     let d_sizes = stream.clone_htod(&sizes)?;
     let d_configs = stream.clone_htod(&configs)?;
@@ -166,7 +155,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .arg(&mut d_lane_handles);
     // SAFETY: one warp per request reads 32 sizes, 3 config words, a base and an order, and
     // writes 6 geometry words and 64 handles, all within the buffers allocated above.
-    unsafe { launch.launch(grid_for(args.requests * 32)) }?;
+    unsafe { launch.launch(crate::launch::grid(args.requests * 32)) }?;
     let translated = stream.clone_dtoh(&d_translated)?;
     let geometry = stream.clone_dtoh(&d_geometry)?;
     let lane_handles = stream.clone_dtoh(&d_lane_handles)?;

@@ -4,19 +4,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use cudarc::driver::sys::CUlimit;
-use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
 use runtime::Runtime;
 
 use super::{Round, Rounds, System};
-
-fn grid(threads: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(256) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
+use crate::launch::grid;
 
 pub struct GpuRounds<'a> {
     rt: &'a Runtime,
@@ -71,7 +64,7 @@ impl Rounds for GpuRounds<'_> {
         let mut handles = stream.alloc_zeros::<u64>(sizes.len())?;
         let mut statuses = stream.alloc_zeros::<u32>(sizes.len())?;
         let mut bad = stream.alloc_zeros::<u64>(1)?;
-        let config = grid(sizes.len());
+        let config = grid(sizes.len() as u64);
 
         let started = Instant::now();
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
 use runtime::{Handle, Runtime};
 
 use super::{BAD_CHECKS, Check, Device, tag};
+use crate::launch::grid;
 
 pub struct GpuDevice<'a> {
     rt: &'a Runtime,
@@ -74,7 +75,7 @@ impl GpuDevice<'_> {
         // bytes_each, unsigned long long* sum): TOUCH_THREADS handles of TOUCH_BYTES each, one
         // sum word; all outlive the wait below.
         let launch = unsafe {
-            rt.launch(&self.touch, grid(TOUCH_THREADS), |a| {
+            rt.launch(&self.touch, grid(u64::from(TOUCH_THREADS)), |a| {
                 a.arg(&handles)
                     .arg(&TOUCH_THREADS)
                     .arg(&TOUCH_BYTES)
@@ -130,14 +131,6 @@ impl GpuDevice<'_> {
     }
 }
 
-fn grid(threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(256), 1, 1),
-        block_dim: (threads.min(256).next_multiple_of(32), 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
 impl Device for GpuDevice<'_> {
     fn fill(&self, sizes: &[u64]) -> anyhow::Result<(Vec<Handle>, Vec<u32>)> {
         let stream = self.rt.stream()?;
@@ -148,7 +141,7 @@ impl Device for GpuDevice<'_> {
         // SAFETY: am_selftest_fill(mailbox, const u64* sizes, unsigned threads, u64* handles,
         // unsigned* statuses): the arrays hold `threads` elements and outlive the wait below.
         let launch = unsafe {
-            self.rt.launch(&self.fill, grid(threads), |a| {
+            self.rt.launch(&self.fill, grid(u64::from(threads)), |a| {
                 a.arg(&sizes_dev)
                     .arg(&threads)
                     .arg(&mut handles)
@@ -173,7 +166,7 @@ impl Device for GpuDevice<'_> {
         // SAFETY: am_selftest_free(mailbox, const u64* handles, unsigned threads, unsigned*
         // lane_statuses): both arrays hold `threads` elements and outlive the wait below.
         let launch = unsafe {
-            self.rt.launch(&self.free, grid(threads), |a| {
+            self.rt.launch(&self.free, grid(u64::from(threads)), |a| {
                 a.arg(&handles_dev).arg(&threads).arg(&mut statuses);
             })
         }?;
@@ -187,7 +180,7 @@ impl Device for GpuDevice<'_> {
         // SAFETY: am_selftest_rounds(mailbox, unsigned rounds, u64 seed, unsigned long long*
         // counters): five counters, outliving the wait below. Every launched thread takes part.
         let launch = unsafe {
-            self.rt.launch(&self.rounds, grid(threads), |a| {
+            self.rt.launch(&self.rounds, grid(u64::from(threads)), |a| {
                 a.arg(&rounds).arg(&seed).arg(&mut counters);
             })
         }?;
@@ -211,7 +204,7 @@ impl Device for GpuDevice<'_> {
         // SAFETY: am_selftest_bad(mailbox, u64 arena_bytes, u64 over_limit, u64* results): two
         // words per check per warp, outliving the wait below.
         let launch = unsafe {
-            self.rt.launch(&self.bad, grid(warps * 32), |a| {
+            self.rt.launch(&self.bad, grid(u64::from(warps * 32)), |a| {
                 a.arg(&arena_bytes).arg(&over_limit).arg(&mut results);
             })
         }?;

@@ -4,21 +4,15 @@ use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
 use cudarc::driver::sys::CUlimit;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
 use runtime::gpu::ManagedArena;
 use runtime::{Handle, Runtime};
 
+use crate::launch::grid;
+
 use super::{Args, Placement, Reference, SystemRun, compare, median};
 use crate::graph::Graph;
-
-fn grid(threads: u64) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (threads.div_ceil(256) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
