@@ -32,7 +32,7 @@ use uvmsim::{SimConfig, Simulator};
 use crate::alloc::System;
 use crate::launch::grid;
 use crate::patterns::{Layout, Pattern, Spec};
-use crate::walk::median;
+use crate::stats::median;
 
 /// Options of `access`.
 #[derive(clap::Args)]

@@ -28,7 +28,7 @@ use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
 use crate::patterns::mix;
-use crate::walk::median;
+use crate::stats::median;
 
 /// Which allocator a round uses (the kernels' `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -13,6 +13,7 @@ mod parity;
 mod patterns;
 mod plot;
 mod selftest;
+mod stats;
 mod uvm;
 mod walk;
 

@@ -287,13 +287,13 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                         "the host read back {sum}, wrote 1 per page"
                     );
                 }
-                times.sort_by(f64::total_cmp);
+                let median_ns = crate::stats::median(&mut times);
                 let sim = Simulator::run(sim_config(threads), &spec.trace(base))?;
                 let counts = sim.kernels[0].counts;
                 eprintln!(
                     "{pattern:?}/{layout:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host; sim {} MiB",
                     range >> 10,
-                    times[times.len() / 2] / 1e6,
+                    median_ns / 1e6,
                     faults.total.htod_bytes >> 20,
                     readback.total.dtoh_bytes >> 20,
                     counts.htod_bytes() >> 20
@@ -304,7 +304,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                     gpu_htod_bytes: faults.total.htod_bytes,
                     gpu_fault_groups: faults.total.gpu_page_faults,
                     gpu_dtoh_readback_bytes: readback.total.dtoh_bytes,
-                    gpu_ns: times[times.len() / 2],
+                    gpu_ns: median_ns,
                     gpu_ns_repeats: times,
                     sim: counts,
                     sim_ns: 0.0,

@@ -510,12 +510,6 @@ fn print_table(runs: &[SystemRun], times: &str) {
     );
 }
 
-/// The median of `xs` (sorted in place).
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    if xs.is_empty() { 0.0 } else { xs[xs.len() / 2] }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,12 @@ impl<'a> CpuWarp<'a> {
         self.id
     }
 
+    /// This warp's lanes among `threads` threads, numbered warp by warp: its first thread and the
+    /// mask of lanes that exist (the last warp may be partial).
+    pub fn lanes_of(&self, threads: u64) -> (u64, u32) {
+        warp_lanes(self.id, threads)
+    }
+
     /// `am::malloc` from the lanes in `mask`: lane `l` asks `sizes[l]` bytes (0: a null handle).
     pub fn malloc(
         &self,
@@ -88,5 +94,30 @@ impl<'a> CpuWarp<'a> {
     pub fn load(&self, handle: Handle, offset: u64) -> u64 {
         let address = handle.translate(offset);
         self.with_segment(address, |a| a.load(address))
+    }
+}
+
+/// Warp `warp`'s first thread among `threads` threads, and the mask of its lanes that exist.
+fn warp_lanes(warp: u32, threads: u64) -> (u64, u32) {
+    let first = u64::from(warp) * WARP_LANES as u64;
+    let n = threads.saturating_sub(first).min(WARP_LANES as u64);
+    let mask = if n == WARP_LANES as u64 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    };
+    (first, mask)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_warp_has_only_the_lanes_that_exist() {
+        assert_eq!(warp_lanes(0, 100), (0, u32::MAX));
+        assert_eq!(warp_lanes(3, 100), (96, 0b1111));
+        assert_eq!(warp_lanes(1, 64), (32, u32::MAX));
+        assert_eq!(warp_lanes(4, 100), (128, 0), "past the end: no lanes");
     }
 }

@@ -9,6 +9,7 @@ use runtime::{Handle, Runtime};
 use translator::WARP_LANES;
 
 use super::{Round, Rounds, System, check_empty};
+use crate::selftest::tag;
 
 pub struct SimRounds<'a> {
     rt: &'a Runtime,
@@ -20,11 +21,6 @@ impl<'a> SimRounds<'a> {
     }
 }
 
-/// The tags of thread t's object (first and last word), as the kernels write them.
-fn tags(t: u64) -> (u64, u64) {
-    (t << 32, t << 32 | 1)
-}
-
 /// Run `f` on every warp with its first thread and lane mask.
 fn warps(
     rt: &Runtime,
@@ -32,10 +28,8 @@ fn warps(
     f: impl Fn(&CpuWarp<'_>, usize, u32) + Sync,
 ) -> anyhow::Result<()> {
     rt.run_warps(threads.div_ceil(WARP_LANES) as u32, |warp| {
-        let first = warp.id() as usize * WARP_LANES;
-        let n = (threads - first).min(WARP_LANES);
-        let mask = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
-        f(&warp, first, mask);
+        let (first, mask) = warp.lanes_of(threads as u64);
+        f(&warp, first as usize, mask);
     })?;
     Ok(())
 }
@@ -80,7 +74,7 @@ impl Rounds for SimRounds<'_> {
         // Tag, then check: the same as am_tag and am_check.
         warps(rt, sizes.len(), |warp, first, mask| {
             for t in tagged(first, mask) {
-                let (a, b) = tags(t as u64);
+                let (a, b) = (tag(t as u64, 0), tag(t as u64, 1));
                 warp.store(handle(t), 0, a);
                 warp.store(handle(t), last(t), b);
             }
@@ -88,7 +82,7 @@ impl Rounds for SimRounds<'_> {
         let bad = AtomicU64::new(0);
         warps(rt, sizes.len(), |warp, first, mask| {
             for t in tagged(first, mask) {
-                let (a, b) = tags(t as u64);
+                let (a, b) = (tag(t as u64, 0), tag(t as u64, 1));
                 if warp.load(handle(t), 0) != a || warp.load(handle(t), last(t)) != b {
                     bad.fetch_add(1, Ordering::Relaxed);
                 }

@@ -23,20 +23,6 @@ impl<'a> SimDevice<'a> {
     }
 }
 
-/// Lanes of warp `warp` that exist among `threads` threads.
-fn lanes_of(warp: u32, threads: usize) -> (usize, u32) {
-    let first = warp as usize * WARP_LANES;
-    let lanes = (threads - first).min(WARP_LANES);
-    (
-        first,
-        if lanes == 32 {
-            u32::MAX
-        } else {
-            (1 << lanes) - 1
-        },
-    )
-}
-
 fn warps(threads: usize) -> u32 {
     threads.div_ceil(WARP_LANES) as u32
 }
@@ -62,7 +48,8 @@ impl Device for SimDevice<'_> {
         let handles: Vec<AtomicU64> = sizes.iter().map(|_| AtomicU64::new(0)).collect();
         let statuses: Vec<AtomicU32> = sizes.iter().map(|_| AtomicU32::new(u32::MAX)).collect();
         self.rt.run_warps(warps(sizes.len()), |warp: CpuWarp<'_>| {
-            let (first, mask) = lanes_of(warp.id(), sizes.len());
+            let (first, mask) = warp.lanes_of(sizes.len() as u64);
+            let first = first as usize;
             let lane_sizes = std::array::from_fn(|l| {
                 if mask >> l & 1 == 1 {
                     sizes[first + l]
@@ -102,7 +89,8 @@ impl Device for SimDevice<'_> {
     fn free_all(&self, handles: &[Handle]) -> anyhow::Result<Vec<u32>> {
         let statuses: Vec<AtomicU32> = handles.iter().map(|_| AtomicU32::new(u32::MAX)).collect();
         self.rt.run_warps(warps(handles.len()), |warp| {
-            let (first, mask) = lanes_of(warp.id(), handles.len());
+            let (first, mask) = warp.lanes_of(handles.len() as u64);
+            let first = first as usize;
             let lane_handles = std::array::from_fn(|l| {
                 if mask >> l & 1 == 1 {
                     handles[first + l]
@@ -121,7 +109,8 @@ impl Device for SimDevice<'_> {
     fn rounds(&self, threads: u32, rounds: u32, seed: u64) -> anyhow::Result<[u64; 5]> {
         let counters: [AtomicU64; 5] = std::array::from_fn(|_| AtomicU64::new(0));
         self.rt.run_warps(warps(threads as usize), |warp| {
-            let (first, mask) = lanes_of(warp.id(), threads as usize);
+            let (first, mask) = warp.lanes_of(threads as usize as u64);
+            let first = first as usize;
             let mut state: [u64; WARP_LANES] = std::array::from_fn(|l| {
                 seed ^ ((first + l) as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             });

@@ -11,8 +11,9 @@ use runtime::{Handle, Runtime};
 
 use crate::launch::grid;
 
-use super::{Args, Placement, Reference, SystemRun, compare, median};
+use super::{Args, Placement, Reference, SystemRun, compare};
 use crate::graph::Graph;
+use crate::stats::median;
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3

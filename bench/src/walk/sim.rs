@@ -15,13 +15,6 @@ use uvmsim::{Allocation, CostModel, Event, Kernel, SimConfig, Simulator, Trace, 
 use super::{Args, NO_VERTEX, Placement, Reference, SystemRun, compare, digest_step, walk_random};
 use crate::graph::Graph;
 
-/// The lanes of warp `warp` among `count` threads: first thread and mask.
-fn lanes(warp: u64, count: u64) -> (u64, u32) {
-    let first = warp * WARP_LANES as u64;
-    let n = (count - first).min(WARP_LANES as u64);
-    (first, if n == 32 { u32::MAX } else { (1u32 << n) - 1 })
-}
-
 /// Read the 4-byte neighbour `i` of a list through the layout, as `am::ptr<unsigned>` does.
 fn load_neighbor(warp: &CpuWarp<'_>, list: Handle, i: u64) -> u32 {
     let offset = i * 4;
@@ -42,7 +35,7 @@ fn build(
     let failure = Mutex::new(None);
     let started = Instant::now();
     rt.run_warps(vertices.div_ceil(32) as u32, |warp| {
-        let (first, mask) = lanes(u64::from(warp.id()), vertices);
+        let (first, mask) = warp.lanes_of(vertices);
         let mut sizes = [0u64; WARP_LANES];
         for (l, size) in sizes.iter_mut().enumerate() {
             if mask >> l & 1 == 1 {
@@ -103,7 +96,7 @@ fn walk_lists(
     let stride = args.length as usize + 1;
     let out = Mutex::new(Vec::new());
     rt.run_warps(walkers.div_ceil(32) as u32, |warp| {
-        let (first, mask) = lanes(u64::from(warp.id()), walkers);
+        let (first, mask) = warp.lanes_of(walkers);
         let n = mask.count_ones() as usize;
         let mut at: Vec<u32> = (0..n)
             .map(|l| ((first + l as u64) % graph.vertices() as u64) as u32)
