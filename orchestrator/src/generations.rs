@@ -4,8 +4,14 @@
 //! address, cycling through 1..=127, so a stale handle can pass for a live one only after 127 new
 //! objects started at its exact address; 0 means no object ever started there, which tells a
 //! double free of a gone chunk from a foreign pointer.
+//!
+//! Counting per object address matters: a counter shared by a wider place (per chunk start, or
+//! per 256-byte unit) advances with allocations that never start an object at the stale handle's
+//! address, so it can come back to the stale generation much sooner; the GPU once caught a
+//! stale free that way (docs/mailbox.md). The cost is a table byte per 16 bytes of small space,
+//! and about a cache line per lane of a small chunk.
 
-use translator::GENERATIONS;
+use translator::{GENERATIONS, Handle, WARP_LANES};
 
 use crate::regions::{ArenaRegions, Region};
 
@@ -14,22 +20,23 @@ const SMALL_GRANULE: u64 = 16;
 /// Portion and large objects start on tiles of at least 4 KiB.
 const TILE_GRANULE: u64 = 4096;
 
-/// Per-address generation counters over the arena.
+/// Generation counters over the arena.
 #[derive(Clone, Debug)]
 pub struct Generations {
     regions: ArenaRegions,
+    /// Per 16-byte granule of the small space.
     small: Vec<u8>,
+    /// Per 4 KiB page of the rest.
     rest: Vec<u8>,
 }
 
-fn bump(counters: &mut [u8], index: u64) -> u8 {
-    let counter = &mut counters[index as usize];
-    *counter = if *counter >= GENERATIONS - 1 {
+/// The next generation after `counter`: 1..=127, cycling.
+fn bumped(counter: u8) -> u8 {
+    if counter >= GENERATIONS - 1 {
         1
     } else {
-        *counter + 1
-    };
-    *counter
+        counter + 1
+    }
 }
 
 impl Generations {
@@ -42,14 +49,6 @@ impl Generations {
         }
     }
 
-    /// The counters and granule of `region`.
-    fn counters(&mut self, region: Region) -> (&mut [u8], u64) {
-        match region {
-            Region::Small => (&mut self.small, SMALL_GRANULE),
-            Region::Rest => (&mut self.rest, TILE_GRANULE),
-        }
-    }
-
     /// Whether an object ever started at `address`.
     pub fn seen(&self, address: u64) -> bool {
         let Some((region, offset)) = self.regions.locate(address) else {
@@ -59,18 +58,29 @@ impl Generations {
             Region::Small => (&self.small, SMALL_GRANULE),
             Region::Rest => (&self.rest, TILE_GRANULE),
         };
-        offset % granule == 0 && counters[(offset / granule) as usize] != 0
+        offset.is_multiple_of(granule) && counters[(offset / granule) as usize] != 0
     }
 
-    /// The next generation of the object starting at `address` (inside the arena, aligned as its
-    /// region requires).
-    pub fn next(&mut self, address: u64) -> u8 {
+    /// Give each non-null handle of one new chunk (all its objects lie in one region) the next
+    /// generation of its address. One region lookup serves every lane.
+    pub fn stamp(&mut self, handles: &mut [Handle; WARP_LANES]) {
+        let Some(first) = handles.iter().find(|h| !h.is_null()) else {
+            return;
+        };
         let (region, offset) = self
             .regions
-            .locate(address)
+            .locate(first.address())
             .expect("objects start inside the arena");
-        let (counters, granule) = self.counters(region);
-        bump(counters, offset / granule)
+        let region_start = first.address() - offset;
+        let (counters, granule) = match region {
+            Region::Small => (&mut self.small, SMALL_GRANULE),
+            Region::Rest => (&mut self.rest, TILE_GRANULE),
+        };
+        for h in handles.iter_mut().filter(|h| !h.is_null()) {
+            let counter = &mut counters[((h.address() - region_start) / granule) as usize];
+            *counter = bumped(*counter);
+            *h = h.with_generation(*counter);
+        }
     }
 }
 
@@ -78,20 +88,58 @@ impl Generations {
 mod tests {
     use super::*;
 
-    #[test]
-    fn each_address_counts_on_its_own() {
-        let mut g = Generations::new(ArenaRegions::new(1 << 30, 4096, 1 << 20));
-        let a = (1 << 30) + 32;
-        let b = (1 << 30) + 48;
-        let c = (1 << 30) + 8192;
-        assert!(!g.seen(a));
-        assert_eq!((g.next(a), g.next(a), g.next(b), g.next(c)), (1, 2, 1, 1));
-        for expect in (3..128).chain([1, 2]) {
-            assert_eq!(g.next(a), expect);
+    const BASE: u64 = 1 << 30;
+
+    fn generations() -> Generations {
+        Generations::new(ArenaRegions::new(BASE, 4096, 1 << 20))
+    }
+
+    /// Stamp one chunk with an object per `(lane, address)`; the generations, in that order.
+    fn stamp(g: &mut Generations, objects: &[(u32, u64)]) -> Vec<u8> {
+        let mut handles = [Handle::NULL; WARP_LANES];
+        for &(lane, address) in objects {
+            handles[lane as usize] = Handle::plain(address, lane).unwrap();
         }
-        assert!(g.seen(a) && g.seen(c) && !g.seen(a + 16 * 5) && !g.seen(a + 8) && !g.seen(c + 64));
-        assert_eq!(g.next(b), 2, "neighbours are independent");
-        assert_eq!(g.next(c + 4096), 1);
-        assert_eq!(g.next(c), 2);
+        g.stamp(&mut handles);
+        for (lane, h) in handles.iter().enumerate() {
+            assert_eq!(
+                h.is_null(),
+                !objects.iter().any(|&(l, _)| l as usize == lane),
+                "only given lanes get handles"
+            );
+        }
+        objects
+            .iter()
+            .map(|&(lane, _)| handles[lane as usize].generation())
+            .collect()
+    }
+
+    #[test]
+    fn each_small_address_counts_on_its_own() {
+        let mut g = generations();
+        let (a, b) = (BASE + 32, BASE + 48);
+        assert!(!g.seen(a));
+        assert_eq!(stamp(&mut g, &[(0, a), (1, b)]), [1, 1]);
+        assert_eq!(stamp(&mut g, &[(0, a)]), [2]);
+        assert_eq!(stamp(&mut g, &[(3, b), (5, BASE + 256)]), [2, 1]);
+        assert!(g.seen(a) && g.seen(b) && g.seen(BASE + 256));
+        assert!(!g.seen(BASE + 16 * 5), "no object started there");
+        assert!(!g.seen(a + 8), "not a granule start");
+        // Counters cycle through 1..=127.
+        for expect in (3..128).chain([1, 2]) {
+            assert_eq!(stamp(&mut g, &[(0, a)]), [expect]);
+        }
+        assert_eq!(stamp(&mut g, &[(0, b)]), [3], "neighbours are independent");
+    }
+
+    #[test]
+    fn each_tile_counts_on_its_own() {
+        let mut g = generations();
+        let rest = BASE + 4096;
+        let lanes = [(0, rest), (1, rest + 4096), (2, rest + 8192)];
+        assert_eq!(stamp(&mut g, &lanes), [1, 1, 1]);
+        assert_eq!(stamp(&mut g, &lanes[..1]), [2]);
+        assert_eq!(stamp(&mut g, &lanes), [3, 2, 2]);
+        assert!(g.seen(rest + 8192) && !g.seen(rest + 12288) && !g.seen(rest + 64));
     }
 }

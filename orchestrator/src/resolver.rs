@@ -327,53 +327,37 @@ impl Resolver {
     /// Free each lane's object: each segment judges the lanes whose address it holds; a lane
     /// whose address lies in no segment is an invalid handle.
     pub fn free_lanes(&mut self, handles: &[Handle; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
+        let given = lane_mask(|l| !handles[l].is_null());
         let mut outcomes = [LaneStatus::Ok; WARP_LANES];
-        let mut pending: u32 = handles
-            .iter()
-            .enumerate()
-            .fold(0, |m, (l, h)| if h.is_null() { m } else { m | 1 << l });
+        let mut pending = given;
         for segment in &mut self.segments {
             if pending == 0 {
                 break;
             }
-            let mine: u32 = (0..WARP_LANES)
-                .filter(|&l| pending >> l & 1 == 1 && segment.contains(handles[l].address()))
-                .fold(0, |m, l| m | 1 << l);
-            if mine == 0 {
-                continue;
-            }
-            let lanes = std::array::from_fn(|l| {
-                if mine >> l & 1 == 1 {
-                    handles[l]
-                } else {
-                    Handle::NULL
-                }
-            });
-            let judged = segment.free_lanes(&lanes);
-            for (l, outcome) in outcomes.iter_mut().enumerate() {
-                if mine >> l & 1 == 1 {
-                    *outcome = judged[l];
-                }
-            }
-            pending &= !mine;
-        }
-        for (l, outcome) in outcomes.iter_mut().enumerate() {
-            if pending >> l & 1 == 1 {
-                *outcome = LaneStatus::InvalidHandle;
+            let mine = pending & lane_mask(|l| segment.contains(handles[l].address()));
+            if mine != 0 {
+                segment.free_lanes(handles, mine, &mut outcomes);
+                pending &= !mine;
             }
         }
-        for (handle, outcome) in handles.iter().zip(&outcomes) {
-            if handle.is_null() {
-                continue;
-            }
-            tracing::trace!(
-                handle = format_args!("{:#x}", handle.0),
-                ?outcome,
-                "lane free"
-            );
-            self.counters.by_lane_status[*outcome as usize] += 1;
-            if *outcome == LaneStatus::Ok {
-                self.counters.lanes_freed += 1;
+        for lane in set_lanes(pending) {
+            outcomes[lane] = LaneStatus::InvalidHandle;
+        }
+        // Counted in a register: a memory increment per lane would chain through the store.
+        let failed = given & !lane_mask(|l| outcomes[l] == LaneStatus::Ok);
+        let freed = u64::from((given & !failed).count_ones());
+        self.counters.by_lane_status[LaneStatus::Ok as usize] += freed;
+        self.counters.lanes_freed += freed;
+        for lane in set_lanes(failed) {
+            self.counters.by_lane_status[outcomes[lane] as usize] += 1;
+        }
+        if tracing::enabled!(tracing::Level::TRACE) {
+            for lane in set_lanes(given) {
+                tracing::trace!(
+                    handle = format_args!("{:#x}", handles[lane].0),
+                    outcome = ?outcomes[lane],
+                    "lane free"
+                );
             }
         }
         outcomes
@@ -391,4 +375,20 @@ impl Resolver {
         }
         Ok(())
     }
+}
+
+/// The lanes for which `keep` holds, as a bit mask.
+pub(crate) fn lane_mask(keep: impl Fn(usize) -> bool) -> u32 {
+    (0..WARP_LANES).fold(0, |m, l| m | u32::from(keep(l)) << l)
+}
+
+/// The set lanes of `mask`, lowest first.
+pub(crate) fn set_lanes(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            lane
+        })
+    })
 }

@@ -40,7 +40,7 @@ use crate::chunks::{ChunkTable, Extent};
 use crate::generations::Generations;
 use crate::records::{LaneStatus, Status};
 use crate::regions::ArenaRegions;
-use crate::resolver::{ResolverConfig, ResolverError};
+use crate::resolver::{ResolverConfig, ResolverError, lane_mask, set_lanes};
 
 /// Where a chunk's memory came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,19 +199,10 @@ impl Segment {
             }
             other => other?,
         };
-        let unstamped = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
+        let mut handles = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
             .expect("arena addresses fit handles");
-        let handles = unstamped.map(|h| {
-            if h.is_null() {
-                h
-            } else {
-                h.with_generation(self.generations.next(h.address()))
-            }
-        });
-        let live = sizes
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (lane, &s)| if s > 0 { m | 1 << lane } else { m });
+        self.generations.stamp(&mut handles);
+        let live = lane_mask(|l| sizes[l] > 0);
         tracing::trace!(
             base = format_args!("{base:#x}"),
             bytes = geometry.chunk_bytes,
@@ -305,18 +296,17 @@ impl Segment {
         Ok(end - address)
     }
 
-    /// Free each lane's object. The lanes of a warp nearly always free objects of one or two
-    /// chunks, so one ordered lookup serves every lane whose address falls in the chunk found; a
-    /// chunk whose last lane is freed is released after all its lanes were judged.
+    /// Free the objects of the lanes in `lanes` (addresses inside this segment), writing the
+    /// outcome of each lane that fails (the others are left as they are: `Ok`). The lanes of a warp nearly always free objects of one or two chunks, so
+    /// one lookup serves every lane whose address falls in the chunk found; a chunk whose last
+    /// lane is freed is released after all its lanes were judged.
     pub(crate) fn free_lanes(
         &mut self,
         handles: &[Handle; WARP_LANES],
-    ) -> [LaneStatus; WARP_LANES] {
-        let mut outcomes = [LaneStatus::Ok; WARP_LANES];
-        let mut pending: u32 = handles
-            .iter()
-            .enumerate()
-            .fold(0, |m, (l, h)| if h.is_null() { m } else { m | 1 << l });
+        lanes: u32,
+        outcomes: &mut [LaneStatus; WARP_LANES],
+    ) {
+        let mut pending = lanes;
         while pending != 0 {
             let first = pending.trailing_zeros() as usize;
             let address = handles[first].address();
@@ -326,23 +316,20 @@ impl Segment {
                 continue;
             };
             let (base, end) = (chunk.base, chunk.base + chunk.bytes);
-            let mut lanes = pending;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                if (base..end).contains(&handles[lane].address()) {
-                    outcomes[lane] = Self::judge(chunk, handles[lane]);
-                    pending &= !(1 << lane);
-                }
+            let in_chunk = pending & lane_mask(|l| (base..end).contains(&handles[l].address()));
+            // The common case in one pass: the exact live handle. The rest are judged one by one.
+            let freed = in_chunk & chunk.live & lane_mask(|l| handles[l] == chunk.handles[l]);
+            chunk.live &= !freed;
+            for lane in set_lanes(in_chunk & !freed) {
+                outcomes[lane] = Self::judge(chunk, handles[lane]);
             }
+            pending &= !in_chunk;
             if chunk.live == 0 {
                 self.release(base);
             }
         }
-        outcomes
     }
 
-    /// The outcome of freeing `handle`, whose address lies in `chunk`; clears its live bit if Ok.
     fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
         let lane = handle.lane() as usize;
         let expected = chunk.handles[lane];

@@ -362,7 +362,9 @@ impl OrTree {
 
     /// Recompute the reach class of every dirty word and fix the class trees.
     fn refresh_reach(&mut self) {
-        for w in std::mem::take(&mut self.dirty_list) {
+        // Taken and given back so that its capacity is kept (no allocation per search).
+        let mut dirty_list = std::mem::take(&mut self.dirty_list);
+        for &w in &dirty_list {
             self.dirty[w / WORD_BITS] &= !(1u64 << (w % WORD_BITS));
             let new = Self::class_of(self.units.words(), w);
             let old = std::mem::replace(&mut self.reach_class[w], new);
@@ -377,6 +379,8 @@ impl OrTree {
                 }
             }
         }
+        dirty_list.clear();
+        self.dirty_list = dirty_list;
     }
 
     /// Consecutive free units starting at `start`, counting at most `limit` (and never past `len`).

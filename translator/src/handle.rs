@@ -204,26 +204,41 @@ pub fn lane_handles(
         }
         None => 0,
     };
+    // Each lane's object start; the three placements are separate loops so each stays simple.
+    let mut addresses = [chunk_base; WARP_LANES];
+    match arranged {
+        Some(order) => {
+            for (address, &slot) in addresses.iter_mut().zip(order.slots()) {
+                *address += u64::from(slot) << tile_log2;
+            }
+        }
+        None if geometry.is_arranged() => {
+            for (lane, address) in addresses.iter_mut().enumerate() {
+                *address += lane as u64 * geometry.lane_span;
+            }
+        }
+        None => {
+            let mut offset = 0u64;
+            for (address, size) in addresses.iter_mut().zip(sizes) {
+                *address += offset;
+                offset += size.next_multiple_of(crate::SMALL_ALIGN);
+            }
+        }
+    }
+    // Branch-free per lane (lanes asking 0 are common and unpredictable); one range check.
     let mut handles = [Handle::NULL; WARP_LANES];
-    let mut small_offset = 0u64;
+    let mut widest = 0u64;
     for lane in 0..WARP_LANES {
-        let size = sizes[lane];
-        let address = match (arranged, geometry.is_arranged()) {
-            (Some(order), _) => chunk_base + (u64::from(order.slot_of(lane as u32)) << tile_log2),
-            (None, true) => chunk_base + lane as u64 * geometry.lane_span,
-            (None, false) => chunk_base + small_offset,
-        };
-        small_offset += size.next_multiple_of(crate::SMALL_ALIGN);
-        if size == 0 {
-            continue;
-        }
-        if address > ADDRESS_MASK {
-            return Err(LayoutError::AddressTooWide(address));
-        }
+        let address = addresses[lane];
+        let live = sizes[lane] != 0;
         let generation = u64::from(generations[lane] % GENERATIONS);
-        handles[lane] = Handle(
-            high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address,
-        );
+        let handle =
+            high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address;
+        widest = widest.max(if live { address } else { 0 });
+        handles[lane] = Handle(if live { handle } else { 0 });
+    }
+    if widest > ADDRESS_MASK {
+        return Err(LayoutError::AddressTooWide(widest));
     }
     Ok(handles)
 }

@@ -39,6 +39,25 @@ impl SlotOrder {
         }
     }
 
+    /// `slot_of` for every lane, as a table (the resolver builds 32 handles per request).
+    pub const fn slots(self) -> &'static [u32; 32] {
+        const fn table(order: SlotOrder) -> [u32; 32] {
+            let mut slots = [0; 32];
+            let mut lane = 0;
+            while lane < 32 {
+                slots[lane] = order.slot_of(lane as u32);
+                lane += 1;
+            }
+            slots
+        }
+        const PATTERN: [u32; 32] = table(SlotOrder::Pattern);
+        const IDENTITY: [u32; 32] = table(SlotOrder::Identity);
+        match self {
+            SlotOrder::Pattern => &PATTERN,
+            SlotOrder::Identity => &IDENTITY,
+        }
+    }
+
     /// The order's number in the C++ header (`am::kSlotPattern`, `am::kSlotIdentity`).
     pub const fn code(self) -> u32 {
         self as u32
@@ -67,6 +86,7 @@ mod tests {
                 assert!(!seen[slot as usize]);
                 seen[slot as usize] = true;
                 assert_eq!(order.lane_at(slot), lane);
+                assert_eq!(order.slots()[lane as usize], slot);
             }
         }
     }
