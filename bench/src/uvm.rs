@@ -7,8 +7,8 @@
 //! of `--repeats`). Fresh regions, because moving one region back to the host between runs makes
 //! the driver's thrashing detection treat its pages differently (seen on the H200: the
 //! arranged runs then moved a third of what a first run moves). The same runs go
-//! through uvmsim as traces. The cost model is fitted on the ranges of `--fit-ranges` and judged
-//! on the others: migrated bytes and time errors, and whether the simulator ranks the two
+//! through uvmsim as traces. The cost model is fitted on the runs of `--fit-runs` and judged on
+//! the others: migrated bytes and time errors, and whether the simulator ranks the two
 //! layouts as the GPU does.
 
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern
 const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
 
 /// The cost model fitted on the H200 (`alignmalloc uvm-calibrate`, docs/uvmsim.md).
-const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-fresh.json");
+const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-ready.json");
 
 pub fn h200_constants() -> anyhow::Result<CostModel> {
     let value: serde_json::Value = serde_json::from_str(FITTED)?;
@@ -44,9 +44,14 @@ pub struct CalibrateArgs {
         "64:16384".into(),
     ])]
     runs: Vec<String>,
-    /// Ranges (KiB) whose runs fit the cost model; the others are held out.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 2048])]
-    fit_ranges: Vec<u64>,
+    /// Runs (threads:range-in-KiB) that fit the cost model; the others are held out.
+    #[arg(long, value_delimiter = ',', default_values_t = [
+        "1024:16".to_string(), "1024:2048".into(),
+    ])]
+    fit_runs: Vec<String>,
+    /// Fault entries a fetch of the simulated driver finds ready (uvmsim's `ready_entries`).
+    #[arg(long, default_value_t = uvmsim::READY_ENTRIES)]
+    ready_entries: usize,
     /// Reads per thread.
     #[arg(long, default_value_t = 100)]
     reads: u32,
@@ -107,12 +112,18 @@ struct Calibration {
     repeats: u32,
     seed: u64,
     constants: CostModel,
+    /// The simulator's `ready_entries` (reports written before it existed took whole batches).
+    #[serde(default = "whole_batches")]
+    ready_entries: usize,
     /// Terms held at zero instead of fitted.
     #[serde(default)]
     held_terms: Vec<String>,
     runs: Vec<Run>,
     held_out_max_bytes_error: f64,
     held_out_max_time_error: f64,
+    /// The largest time error on the runs the constants were fitted on.
+    #[serde(default)]
+    fit_max_time_error: f64,
     /// Layout pairs the GPU tells apart (medians further apart than either layout's spread over
     /// its repeats) on which the simulator ranks the layouts the same way.
     rankings_agree: usize,
@@ -121,6 +132,10 @@ struct Calibration {
     /// Layout pairs within the GPU's run-to-run spread: the GPU ranks them neither way.
     #[serde(default)]
     rankings_within_noise: usize,
+}
+
+fn whole_batches() -> usize {
+    SimConfig::default().batch_count
 }
 
 fn parse_run(text: &str) -> anyhow::Result<(u32, u64)> {
@@ -151,6 +166,19 @@ pub fn sim_config(threads: u32) -> SimConfig {
         resident_warps: (threads / 32) as usize,
         ..SimConfig::default()
     }
+}
+
+/// [`sim_config`] with the calibration's `--ready-entries`.
+fn calibration_config(args: &CalibrateArgs, threads: u32) -> SimConfig {
+    SimConfig {
+        ready_entries: args.ready_entries,
+        ..sim_config(threads)
+    }
+}
+
+/// The runs of `--fit-runs`, as (threads, range in bytes).
+fn fit_runs(args: &CalibrateArgs) -> anyhow::Result<Vec<(u32, u64)>> {
+    args.fit_runs.iter().map(|r| parse_run(r)).collect()
 }
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
@@ -189,11 +217,13 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
                 device = old.device;
                 runs.extend(old.runs);
             }
+            let fit = fit_runs(args)?;
             for r in &mut runs {
                 // Any 2 MiB-aligned base gives the same blocks and counts.
-                let report = Simulator::run(sim_config(r.spec.threads), &r.spec.trace(1 << 40))?;
+                let config = calibration_config(args, r.spec.threads);
+                let report = Simulator::run(config, &r.spec.trace(1 << 40))?;
                 r.sim = report.kernels[0].counts;
-                r.fit = args.fit_ranges.contains(&(r.spec.range >> 10));
+                r.fit = fit.contains(&(r.spec.threads, r.spec.range));
                 r.bytes_error =
                     relative(r.sim.htod_bytes() as f64, r.gpu_dtoh_readback_bytes as f64);
             }
@@ -212,13 +242,11 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
         .map(|r| parse_run(r))
         .collect::<Result<_, _>>()?;
     // Checked before any GPU time is spent: the report needs runs to fit on.
-    if !sizes
-        .iter()
-        .any(|(_, range)| args.fit_ranges.contains(&(range >> 10)))
-    {
+    let fit = fit_runs(args)?;
+    if !sizes.iter().any(|size| fit.contains(size)) {
         bail!(
-            "no run in --runs has a range in --fit-ranges {:?}: nothing to fit the cost model on",
-            args.fit_ranges
+            "no run in --runs is in --fit-runs {:?}: nothing to fit the cost model on",
+            args.fit_runs
         );
     }
     let rt = Runtime::builder()
@@ -288,7 +316,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                     );
                 }
                 let median_ns = crate::stats::median(&mut times);
-                let sim = Simulator::run(sim_config(threads), &spec.trace(base))?;
+                let sim = Simulator::run(calibration_config(args, threads), &spec.trace(base))?;
                 let counts = sim.kernels[0].counts;
                 eprintln!(
                     "{pattern:?}/{layout:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host; sim {} MiB",
@@ -300,7 +328,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                 );
                 runs.push(Run {
                     spec,
-                    fit: args.fit_ranges.contains(&(range >> 10)),
+                    fit: fit.contains(&(threads, range)),
                     gpu_htod_bytes: faults.total.htod_bytes,
                     gpu_fault_groups: faults.total.gpu_page_faults,
                     gpu_dtoh_readback_bytes: readback.total.dtoh_bytes,
@@ -340,7 +368,7 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         .map(|r| (r.sim, r.gpu_ns))
         .collect();
     if samples.is_empty() {
-        bail!("no run has a range in --fit-ranges");
+        bail!("no run is in --fit-runs {:?}", args.fit_runs);
     }
     let mut prior = CostModel::default();
     let mut held_terms = Vec::new();
@@ -355,6 +383,11 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
     }
     let held: Vec<&Run> = runs.iter().filter(|r| !r.fit).collect();
     let max = |f: fn(&Run) -> f64| held.iter().map(|r| f(r)).fold(0.0, f64::max);
+    let fit_max_time_error = runs
+        .iter()
+        .filter(|r| r.fit)
+        .map(|r| r.time_error)
+        .fold(0.0, f64::max);
     let (mut agree, mut rankings, mut within_noise) = (0, 0, 0);
     for pair in runs.chunks(2) {
         let [c, a] = pair else { continue };
@@ -371,9 +404,11 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         repeats: args.repeats,
         seed: args.seed,
         constants,
+        ready_entries: args.ready_entries,
         held_terms: held_terms.iter().map(|t| format!("{t:?}")).collect(),
         held_out_max_bytes_error: max(|r| r.bytes_error),
         held_out_max_time_error: max(|r| r.time_error),
+        fit_max_time_error,
         rankings_agree: agree,
         rankings,
         rankings_within_noise: within_noise,
@@ -410,14 +445,25 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         );
     }
     println!(
-        "constants: {:?} (held at zero: {:?})\nheld out: bytes error up to {:.1}%, time error up to {:.1}%; layout ranking agrees on {}/{} pairs the GPU tells apart ({} more within its run-to-run spread)",
+        "constants: {:?} (held at zero: {:?}; ready entries {})\nfitted runs: time error up to {:.1}%",
         report.constants,
         report.held_terms,
-        report.held_out_max_bytes_error * 100.0,
-        report.held_out_max_time_error * 100.0,
-        report.rankings_agree,
-        report.rankings,
-        report.rankings_within_noise
+        report.ready_entries,
+        report.fit_max_time_error * 100.0,
+    );
+    let held: Vec<&Run> = report.runs.iter().filter(|r| !r.fit).collect();
+    match held.len() {
+        0 => println!("held out: no runs"),
+        n => println!(
+            "held out ({n} runs): bytes error up to {:.1}%, time error up to {:.1}%, {} over 30%",
+            report.held_out_max_bytes_error * 100.0,
+            report.held_out_max_time_error * 100.0,
+            held.iter().filter(|r| r.time_error > 0.3).count(),
+        ),
+    }
+    println!(
+        "layout ranking agrees on {}/{} pairs the GPU tells apart ({} more within its run-to-run spread)",
+        report.rankings_agree, report.rankings, report.rankings_within_noise
     );
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)

@@ -17,5 +17,5 @@ pub mod trace;
 
 pub use cost::{CostModel, Term};
 pub use prefetch::PrefetchParams;
-pub use sim::{Counts, KernelReport, Report, SimConfig, SimError, Simulator};
+pub use sim::{Counts, KernelReport, READY_ENTRIES, Report, SimConfig, SimError, Simulator};
 pub use trace::{Allocation, Event, Kernel, Trace, WarpTrace};

@@ -8,9 +8,11 @@
 //!   resident on the GPU completes; otherwise the warp stalls on it and puts one fault entry per
 //!   distinct non-resident page into the fault buffer. Warps run until every one has stalled or
 //!   finished, so a batch sees the faults of all running warps.
-//! - A batch takes up to `batch_count` entries from the buffer (oldest first), coalesces them
-//!   per page and services each VA block once, in the order of its first entry: prefetch hint
-//!   ([`crate::prefetch`]), root chunk, migration. Entries whose page became resident are then
+//! - A batch takes up to `batch_count` entries from the buffer (oldest first), and no more than
+//!   `ready_entries`: the driver's fetch stops at the first entry the GPU is still writing, so
+//!   while warps flood the buffer a batch sees about a warp's worth of faults, not a full buffer.
+//!   It coalesces them per page and services each VA block once, in the order of its first
+//!   entry: prefetch hint ([`crate::prefetch`]), root chunk, migration. Entries whose page became resident are then
 //!   dropped; a warp whose stalled instruction is all resident runs again, and one still missing
 //!   a page whose entry is gone faults on it again (the replay). Blocks serviced in a batch keep their chunks until it
 //!   ends (the driver's thrashing mitigation, in its simplest form): a batch needing more chunks
@@ -50,6 +52,11 @@ pub struct SimConfig {
     pub prefetch: PrefetchParams,
     /// `uvm_perf_fault_batch_count`.
     pub batch_count: usize,
+    /// Fault entries the driver's fetch finds ready: it reads the buffer until the first entry
+    /// the GPU has not finished writing (`FAULT_FETCH_MODE_BATCH_READY`), so under a flood of
+    /// faults a batch holds fewer than `batch_count` entries. A batch takes at most this many.
+    #[serde(default = "default_ready_entries")]
+    pub ready_entries: usize,
     /// GPU memory for managed data, in bytes (`None`: unlimited, no eviction).
     pub gpu_capacity: Option<u64>,
     /// Warps running at once.
@@ -66,12 +73,21 @@ impl Default for SimConfig {
         Self {
             prefetch: PrefetchParams::default(),
             batch_count: 256,
+            ready_entries: default_ready_entries(),
             gpu_capacity: None,
             resident_warps: 132 * 16,
             cost: CostModel::default(),
             record_batches: false,
         }
     }
+}
+
+/// A warp's worth of entries: chosen on the H200 calibration (docs/uvmsim.md), where 28 to 48
+/// fit the measured times alike and 256 (whole batches) fits worst.
+pub const READY_ENTRIES: usize = 32;
+
+fn default_ready_entries() -> usize {
+    READY_ENTRIES
 }
 
 /// Why a trace could not be replayed.
@@ -513,7 +529,10 @@ impl Simulator {
                 .filter(|r| !r.stalled.is_empty())
                 .min_by_key(|r| r.stalled_at)
                 .map_or(&[], |oldest| &oldest.blocks);
-            let take = buffer.len().min(self.config.batch_count.max(1));
+            let take = buffer
+                .len()
+                .min(self.config.batch_count.max(1))
+                .min(self.config.ready_entries.max(1));
             let batch: Vec<u64> = buffer.drain(..take).collect();
             // Entries left for later wait behind the others, so the buffer keeps moving.
             buffer.extend(self.service(&batch, protect)?);

@@ -127,9 +127,13 @@ fn prefetch_off_moves_only_the_faulted_pages() {
 
 #[test]
 fn a_batch_collects_the_faults_of_every_running_warp() {
-    // 300 warps each fault on their own page of six 2 MiB blocks: the first batch takes 256
-    // entries, the second the other 44.
-    let mut sim = host_first(12 * MIB, config());
+    // 300 warps each fault on their own page of six 2 MiB blocks; with every entry ready, the
+    // first batch takes 256 entries, the second the other 44.
+    let whole_batches = SimConfig {
+        ready_entries: 256,
+        ..config()
+    };
+    let mut sim = host_first(12 * MIB, whole_batches);
     let warps = (0..300u64)
         .map(|w| {
             let mut t = WarpTrace::default();
@@ -144,6 +148,41 @@ fn a_batch_collects_the_faults_of_every_running_warp() {
     .unwrap();
     assert_eq!(sim.counts().faults_raw, 300);
     assert_eq!(sim.counts().batches, 2);
+}
+
+#[test]
+fn a_fetch_takes_only_the_entries_that_are_ready() {
+    // One warp reads one page of each 64 KiB big page of a block at once (an arranged row).
+    let row = |ready_entries| {
+        let mut sim = host_first(
+            2 * MIB,
+            SimConfig {
+                ready_entries,
+                ..config()
+            },
+        );
+        let lanes: Vec<u64> = (0..32).map(|l| BASE + l * 64 * KIB).collect();
+        let mut warp = WarpTrace::default();
+        warp.push(&lanes);
+        sim.kernel(&Kernel {
+            name: "row".into(),
+            warps: vec![warp],
+        })
+        .unwrap();
+        sim
+    };
+    // All 32 faults in one batch: every big page faulted, the whole block in one copy.
+    let whole = row(256);
+    assert_eq!(whole.batch_htod_bytes(), [2 * MIB]);
+    assert_eq!(whole.counts().htod_copies, 1);
+    // Eight at a time: the first two batches each fill a 512 KiB node (half of a 1 MiB node,
+    // not over 51%), the third tips the block over the threshold and brings the rest.
+    let eights = row(8);
+    assert_eq!(eights.batch_htod_bytes(), [512 * KIB, 512 * KIB, MIB]);
+    assert_eq!(eights.counts().batches, 3);
+    assert_eq!(eights.counts().blocks_serviced, 3);
+    assert_eq!(eights.counts().htod_copies, 3);
+    assert_eq!(eights.counts().faults_coalesced, 24);
 }
 
 #[test]
