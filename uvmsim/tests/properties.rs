@@ -43,19 +43,23 @@ fn config() -> impl Strategy<Value = SimConfig> {
         1usize..64,
         any::<bool>(),
         1u32..=100,
+        prop_oneof![Just(1usize), Just(5), Just(32), Just(256)],
     )
-        .prop_map(|(chunks, batch, warps, prefetch, threshold)| SimConfig {
-            prefetch: PrefetchParams {
-                enabled: prefetch,
-                threshold,
-                ..PrefetchParams::default()
+        .prop_map(
+            |(chunks, batch, warps, prefetch, threshold, ready)| SimConfig {
+                prefetch: PrefetchParams {
+                    enabled: prefetch,
+                    threshold,
+                    ..PrefetchParams::default()
+                },
+                batch_count: batch,
+                ready_entries: ready,
+                gpu_capacity: chunks.map(|c| c * (2 << 20)),
+                resident_warps: warps,
+                record_batches: true,
+                ..SimConfig::default()
             },
-            batch_count: batch,
-            gpu_capacity: chunks.map(|c| c * (2 << 20)),
-            resident_warps: warps,
-            record_batches: true,
-            ..SimConfig::default()
-        })
+        )
 }
 
 fn run(sizes: [u64; 3], config: SimConfig, steps: Vec<Step>) -> Result<(), TestCaseError> {
