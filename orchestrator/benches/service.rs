@@ -7,7 +7,8 @@
 //!
 //! - `resolve/mixed`: `Resolver::resolve` on one allocation and one free request per iteration;
 //!   drawing the requests and building the lanes' handles from the reply (the device's part) are
-//!   not timed.
+//!   not timed. `resolve/mixed_without_recycling`: the same with `recycle_small` off (every
+//!   small chunk searches the small space's tree), to compare in one run.
 //! - `serve/batch_1024`: the service thread's sweep (`Server::serve_once`): 1024 pending requests
 //!   in a 1024-port mailbox (half allocations, half frees) are collected, resolved and answered;
 //!   posting them (the device's part) is not timed.
@@ -72,7 +73,14 @@ fn free_request(handles: &[u64; 32]) -> RequestRecord {
 }
 
 fn resolver() -> Resolver {
-    Resolver::new(ResolverConfig::new(1 << 40, 16 << 10)).unwrap()
+    resolver_recycling(true)
+}
+
+/// The benchmark's arena; `recycle_small` off sends small runs straight back to the tree.
+fn resolver_recycling(recycle_small: bool) -> Resolver {
+    let mut config = ResolverConfig::new(1 << 40, 16 << 10);
+    config.recycle_small = recycle_small;
+    Resolver::new(config).unwrap()
 }
 
 /// Resolve `request` and, for an allocation, the handles the lanes got.
@@ -84,26 +92,28 @@ fn handles_of(r: &mut Resolver, request: &RequestRecord) -> [u64; 32] {
 fn bench_resolve(c: &mut Criterion) {
     let mut g = c.benchmark_group("resolve");
     g.throughput(Throughput::Elements(2));
-    let mut r = resolver();
-    let mut stream = Stream(0x1234_5678_9ABC_DEF1);
-    let mut live: VecDeque<[u64; 32]> = (0..WINDOW)
-        .map(|_| handles_of(&mut r, &stream.alloc()))
-        .collect();
-    g.bench_function("mixed", |b| {
-        b.iter_custom(|iterations| {
-            let mut timed = Duration::ZERO;
-            for _ in 0..iterations {
-                let request = stream.alloc();
-                let free = free_request(&live.pop_front().unwrap());
-                let started = Instant::now();
-                let reply = r.resolve(&request);
-                std::hint::black_box(r.resolve(&free));
-                timed += started.elapsed();
-                live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
-            }
-            timed
-        })
-    });
+    for (name, recycle_small) in [("mixed", true), ("mixed_without_recycling", false)] {
+        let mut r = resolver_recycling(recycle_small);
+        let mut stream = Stream(0x1234_5678_9ABC_DEF1);
+        let mut live: VecDeque<[u64; 32]> = (0..WINDOW)
+            .map(|_| handles_of(&mut r, &stream.alloc()))
+            .collect();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iterations| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iterations {
+                    let request = stream.alloc();
+                    let free = free_request(&live.pop_front().unwrap());
+                    let started = Instant::now();
+                    let reply = r.resolve(&request);
+                    std::hint::black_box(r.resolve(&free));
+                    timed += started.elapsed();
+                    live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
+                }
+                timed
+            })
+        });
+    }
     g.finish();
 }
 

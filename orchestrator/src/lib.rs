@@ -22,6 +22,8 @@ pub mod generations;
 pub mod mailbox;
 pub mod records;
 #[cfg(not(loom))]
+mod recycle;
+#[cfg(not(loom))]
 pub mod regions;
 #[cfg(not(loom))]
 pub mod resolver;

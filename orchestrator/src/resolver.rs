@@ -39,6 +39,10 @@ pub struct ResolverConfig {
     pub quarantine_chunks: usize,
     /// Most bytes held back from reuse.
     pub quarantine_bytes: u64,
+    /// Keep small runs out of the quarantine for chunks of the same length (up to an eighth of
+    /// the small space), which then skip the tree search; off: every run goes back to the tree
+    /// and placement is strictly leftmost-first.
+    pub recycle_small: bool,
 }
 
 impl ResolverConfig {
@@ -53,6 +57,7 @@ impl ResolverConfig {
             order: SlotOrder::Pattern,
             quarantine_chunks: 1024,
             quarantine_bytes: (arena_blocks as u64 * VABLOCK_BYTES / 64).max(8 << 20),
+            recycle_small: true,
         }
     }
 }

@@ -17,17 +17,18 @@
 //! started is a double free; any other is invalid.
 //!
 //! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
-//! back to the structures, so a just-freed address is not handed out again at once: leftmost-first
+//! back to the structures (a small chunk's run goes to the [`RecycledRuns`] first, where a small
+//! chunk of the same length takes it without a tree search), so a just-freed address is not handed out again at once: leftmost-first
 //! reuse would otherwise put new objects at a hot address again and again while a delayed warp's
 //! stale free is still on its way (on the GPU such frees arrived seconds late). An allocation that
-//! finds no room drains the quarantine and tries again, so the quarantine never causes an
-//! out-of-memory.
+//! finds no room drains the quarantine and tries again, and a small one gives the recycled runs
+//! back to the tree before it gives up, so neither ever causes an out-of-memory.
 //!
 //! Invariants ([`Segment::check_invariants`]): the structures' own invariants; no two live or
 //! quarantined chunks overlap, and each one's units are allocated in its structure; the owner
 //! arrays lead from a chunk's first and last byte to it; the structures hold exactly the live and
-//! quarantined chunks (plus the small space's blocks in the arena); every live chunk has a live
-//! lane.
+//! quarantined chunks and the recycled runs (plus the small space's blocks in the arena), none of
+//! which overlap; every live chunk has a live lane.
 
 use std::collections::VecDeque;
 
@@ -39,8 +40,12 @@ use translator::{
 use crate::chunks::{ChunkTable, Extent};
 use crate::generations::Generations;
 use crate::records::{LaneStatus, Status};
+use crate::recycle::RecycledRuns;
 use crate::regions::ArenaRegions;
 use crate::resolver::{ResolverConfig, ResolverError, lane_mask, set_lanes};
+
+/// The recycled runs may hold up to this fraction (1/n) of the small space.
+const RECYCLED_SHARE: usize = 8;
 
 /// Where a chunk's memory came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +95,8 @@ pub(crate) struct Segment {
     config: ResolverConfig,
     arena: OrTree,
     small: OrTree,
+    /// Small runs out of the quarantine, kept for chunks of the same length.
+    recycled: RecycledRuns,
     pool: PortionPool,
     chunks: ChunkTable<LiveChunk>,
     /// Freed chunks not yet given back: (base, bytes, place), oldest first.
@@ -127,6 +134,16 @@ impl Segment {
         );
         Ok(Self {
             small: OrTree::new(small_units).expect("at least one block"),
+            recycled: RecycledRuns::new(
+                // The longest small chunk: every lane at the small class's limit.
+                (WARP_LANES as u64 * config.geometry.small_max()).div_ceil(SMALL_UNIT_BYTES)
+                    as usize,
+                if config.recycle_small {
+                    small_units / RECYCLED_SHARE
+                } else {
+                    0
+                },
+            ),
             generations: Generations::new(regions),
             chunks: ChunkTable::new(regions),
             arena,
@@ -174,12 +191,23 @@ impl Segment {
         }
     }
 
+    /// Give every recycled run back to the small space's tree.
+    fn release_recycled(&mut self) {
+        for (unit, units) in self.recycled.take_all() {
+            if let Err(e) = self.small.free_run(unit, units) {
+                // Only a bug gets here: a recycled run must be allocated in the tree.
+                tracing::error!(unit, units, error = %e, "the small space refused a recycled run");
+                debug_assert!(false, "the small space refused a recycled run: {e}");
+            }
+        }
+    }
+
     /// Whether nothing is allocated or quarantined (only the small space's reservation in the
     /// arena).
     pub(crate) fn is_empty(&self) -> bool {
         self.chunks.is_empty()
             && self.quarantine.is_empty()
-            && self.small.allocated_count() == 0
+            && self.small.allocated_count() == self.recycled.kept_units()
             && self.pool.block_count() == 0
             && self.arena.allocated_count() == self.config.small_blocks
     }
@@ -230,7 +258,16 @@ impl Segment {
         match geometry.class {
             SizeClass::Small => {
                 let units = geometry.units as usize;
-                let unit = run_or_oom(self.small.alloc_run(units, 1))?;
+                let unit = match self.recycled.take(units) {
+                    Some(unit) => unit,
+                    None => match self.small.alloc_run(units, 1) {
+                        Err(OrTreeError::NoSpace { .. }) if !self.recycled.is_empty() => {
+                            self.release_recycled();
+                            run_or_oom(self.small.alloc_run(units, 1))?
+                        }
+                        other => run_or_oom(other)?,
+                    },
+                };
                 Ok((
                     Place::Small { unit, units },
                     base + unit as u64 * SMALL_UNIT_BYTES,
@@ -395,6 +432,7 @@ impl Segment {
     /// Give a chunk's place back to its structure.
     fn return_place(&mut self, base: u64, place: Place) {
         let result = match place {
+            Place::Small { unit, units } if self.recycled.keep(unit, units) => Ok(()),
             Place::Small { unit, units } => {
                 self.small.free_run(unit, units).map_err(PortionError::from)
             }
@@ -417,6 +455,7 @@ impl Segment {
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         self.arena.check_invariants().map_err(|e| e.to_string())?;
         self.small.check_invariants().map_err(|e| e.to_string())?;
+        self.recycled.check()?;
         self.pool
             .check_invariants(&self.arena)
             .map_err(|e| e.to_string())?;
@@ -448,6 +487,14 @@ impl Segment {
             .iter()
             .map(|c| (c.base, c.bytes, c.place))
             .chain(self.quarantine.iter().copied())
+            .chain(self.recycled.runs().map(|(unit, units)| {
+                let base = self.config.arena_base + unit as u64 * SMALL_UNIT_BYTES;
+                (
+                    base,
+                    units as u64 * SMALL_UNIT_BYTES,
+                    Place::Small { unit, units },
+                )
+            }))
             .collect();
         held.sort_unstable_by_key(|h| h.0);
         let mut end = 0u64;
@@ -481,7 +528,7 @@ impl Segment {
         }
         if small_units != self.small.allocated_count() {
             return Err(format!(
-                "small space: {} units allocated, chunks hold {small_units}",
+                "small space: {} units allocated, chunks and recycled runs hold {small_units}",
                 self.small.allocated_count()
             ));
         }

@@ -31,10 +31,13 @@ fn segmented_resolver() -> Resolver {
 }
 
 /// A resolver that reuses freed places at once, to test generations on exact reuse.
+/// Freed places go straight back to the trees: placement is leftmost-first, as the tests that
+/// build a layout on purpose need.
 fn resolver_without_quarantine() -> Resolver {
     let mut config = ResolverConfig::new(BASE, BLOCKS);
     config.small_blocks = 2;
     config.quarantine_chunks = 0;
+    config.recycle_small = false;
     Resolver::new(config).unwrap()
 }
 
@@ -550,5 +553,85 @@ fn quarantine_delays_reuse_but_never_causes_out_of_memory() {
         "the quarantined block was drained for the last chunk"
     );
     assert_eq!(r.quarantined_chunks(), 0);
+    r.check_invariants().unwrap();
+}
+
+/// One lane asking `bytes` (a small chunk of `bytes / 256` units when a multiple of 256).
+fn one_lane(bytes: u64) -> [u64; 32] {
+    let mut sizes = [0u64; 32];
+    sizes[0] = bytes;
+    sizes
+}
+
+fn recycling_resolver(small_blocks: usize) -> Resolver {
+    let mut config = ResolverConfig::new(BASE, BLOCKS);
+    config.small_blocks = small_blocks;
+    config.quarantine_chunks = 0; // out of the quarantine at once
+    assert!(config.recycle_small, "on by default");
+    Resolver::new(config).unwrap()
+}
+
+/// A freed small run is taken back by the next chunk of the same length, last freed first, not
+/// by a search for the leftmost hole; a chunk of another length still searches the tree.
+#[test]
+fn small_runs_are_recycled_by_length() {
+    let mut r = recycling_resolver(2);
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    let [a, b, c] = [(); 3].map(|_| r.alloc(&one_lane(256), arranged).unwrap());
+    assert_eq!(
+        (b.chunk_base, c.chunk_base),
+        (a.chunk_base + 256, a.chunk_base + 512)
+    );
+    assert_eq!(r.free(a.handles[0]), LaneStatus::Ok);
+    assert_eq!(r.free(c.handles[0]), LaneStatus::Ok);
+    let two = r.alloc(&one_lane(512), arranged).unwrap();
+    assert_eq!(
+        two.chunk_base,
+        c.chunk_base + 256,
+        "two units: the tree's first fit"
+    );
+    let d = r.alloc(&one_lane(256), arranged).unwrap();
+    let e = r.alloc(&one_lane(256), arranged).unwrap();
+    assert_eq!(
+        d.chunk_base, c.chunk_base,
+        "the run freed last comes back first"
+    );
+    assert_eq!(e.chunk_base, a.chunk_base);
+    // A recycled address still gets a new generation: the old handle is stale.
+    assert_ne!(d.handles[0], c.handles[0]);
+    assert_ne!(r.free(c.handles[0]), LaneStatus::Ok);
+    r.check_invariants().unwrap();
+    for h in [b, two, d, e].iter().map(|x| x.handles[0]) {
+        assert_eq!(r.free(h), LaneStatus::Ok);
+    }
+    r.check_invariants().unwrap();
+    assert!(r.is_empty(), "recycled runs are not allocations");
+}
+
+/// Recycled runs never cause an out-of-memory: with the small space full of one-unit chunks,
+/// two freed neighbours (kept for one-unit chunks) still make room for a two-unit chunk.
+#[test]
+fn recycled_runs_go_back_to_the_tree_before_an_out_of_memory() {
+    let mut r = recycling_resolver(1);
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    let mut chunks = Vec::new();
+    loop {
+        match r.alloc(&one_lane(256), arranged) {
+            Ok(c) => chunks.push(c),
+            Err(Status::OutOfMemory) => break,
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(chunks.len(), 8192, "one VABlock of 256 B units");
+    assert_eq!(
+        r.alloc(&one_lane(512), arranged).err(),
+        Some(Status::OutOfMemory)
+    );
+    for c in &chunks[100..102] {
+        assert_eq!(r.free(c.handles[0]), LaneStatus::Ok);
+    }
+    r.check_invariants().unwrap();
+    let two = r.alloc(&one_lane(512), arranged).unwrap();
+    assert_eq!(two.chunk_base, chunks[100].chunk_base);
     r.check_invariants().unwrap();
 }

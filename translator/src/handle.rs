@@ -204,43 +204,54 @@ pub fn lane_handles(
         }
         None => 0,
     };
-    // Each lane's object start; the three placements are separate loops so each stays simple.
-    let mut addresses = [chunk_base; WARP_LANES];
+    // Each lane's object offset in the chunk; the three placements are separate loops so each
+    // stays simple.
+    let mut offsets = [0u64; WARP_LANES];
     match arranged {
         Some(order) => {
-            for (address, &slot) in addresses.iter_mut().zip(order.slots()) {
-                *address += u64::from(slot) << tile_log2;
+            for (offset, &slot) in offsets.iter_mut().zip(order.slots()) {
+                *offset = u64::from(slot) << tile_log2;
             }
         }
         None if geometry.is_arranged() => {
-            for (lane, address) in addresses.iter_mut().enumerate() {
-                *address += lane as u64 * geometry.lane_span;
+            let mut next = 0u64;
+            for offset in offsets.iter_mut() {
+                *offset = next;
+                next += geometry.lane_span;
             }
         }
         None => {
-            let mut offset = 0u64;
-            for (address, size) in addresses.iter_mut().zip(sizes) {
-                *address += offset;
-                offset += size.next_multiple_of(crate::SMALL_ALIGN);
+            let mut next = 0u64;
+            for (offset, size) in offsets.iter_mut().zip(sizes) {
+                *offset = next;
+                next += size.next_multiple_of(crate::SMALL_ALIGN);
             }
         }
     }
-    // Branch-free per lane (lanes asking 0 are common and unpredictable); one range check.
-    let mut handles = [Handle::NULL; WARP_LANES];
-    let mut widest = 0u64;
+    // Branch-free and lane-parallel (lanes asking 0 are common and unpredictable): a lane that
+    // asked 0 is masked to NULL. An address is too wide when it has a bit above the address
+    // field, so one OR over the live lanes checks them all.
+    let mut bits = [0u64; WARP_LANES];
+    let mut any_high = 0u64;
     for lane in 0..WARP_LANES {
-        let address = addresses[lane];
-        let live = sizes[lane] != 0;
+        let live = 0u64.wrapping_sub(u64::from(sizes[lane] != 0));
+        let address = chunk_base.wrapping_add(offsets[lane]);
         let generation = u64::from(generations[lane] % GENERATIONS);
-        let handle =
-            high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address;
-        widest = widest.max(if live { address } else { 0 });
-        handles[lane] = Handle(if live { handle } else { 0 });
+        // The base too: an address that wrapped past 2^64 must not pass as narrow.
+        any_high |= (address | chunk_base) & live;
+        bits[lane] =
+            (high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address)
+                & live;
     }
-    if widest > ADDRESS_MASK {
+    if any_high > ADDRESS_MASK {
+        let widest = (0..WARP_LANES)
+            .filter(|&lane| sizes[lane] != 0)
+            .map(|lane| chunk_base.wrapping_add(offsets[lane]))
+            .max()
+            .unwrap_or(0);
         return Err(LayoutError::AddressTooWide(widest));
     }
-    Ok(handles)
+    Ok(bits.map(Handle))
 }
 
 /// Thread-contiguous handles: plain, lane `l` at `chunk_base + l * lane_span` (small chunks:
@@ -341,5 +352,35 @@ mod tests {
             base + 5 * (2 << 20) + 3 * 65536 + 7
         );
         assert_eq!(h.chunk_base(SlotOrder::Pattern), Ok(base));
+    }
+
+    #[test]
+    fn lane_handles_refuse_live_addresses_past_the_field_and_only_those() {
+        let sizes = [16u64 << 10; WARP_LANES];
+        let geometry = crate::Geometry::of(&sizes, &crate::GeometryConfig::default())
+            .unwrap()
+            .unwrap();
+        let generations = [5u8; WARP_LANES];
+        let contiguous = Arrangement::Contiguous;
+        // The last lane's object starts past the 48-bit field.
+        let near_top = (1u64 << ADDRESS_BITS) - 31 * geometry.lane_span + 4096;
+        let widest = near_top + 31 * geometry.lane_span;
+        assert_eq!(
+            lane_handles(&geometry, near_top, &sizes, contiguous, &generations),
+            Err(LayoutError::AddressTooWide(widest))
+        );
+        // The same chunk with that lane asking nothing is fine: its handle is NULL.
+        let mut last_idle = sizes;
+        last_idle[31] = 0;
+        let handles =
+            lane_handles(&geometry, near_top, &last_idle, contiguous, &generations).unwrap();
+        assert_eq!(handles[31], Handle::NULL);
+        assert_eq!(handles[30].address(), near_top + 30 * geometry.lane_span);
+        assert_eq!(handles[30].generation(), 5);
+        // A base so high that the lanes' addresses wrap past 2^64 is refused, not wrapped.
+        assert!(matches!(
+            lane_handles(&geometry, u64::MAX - 4095, &sizes, contiguous, &generations),
+            Err(LayoutError::AddressTooWide(_))
+        ));
     }
 }
