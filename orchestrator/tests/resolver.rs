@@ -30,9 +30,9 @@ fn segmented_resolver() -> Resolver {
     r
 }
 
-/// A resolver that reuses freed places at once, to test generations on exact reuse.
-/// Freed places go straight back to the trees: placement is leftmost-first, as the tests that
-/// build a layout on purpose need.
+/// A resolver that reuses freed places at once, to test generations on exact reuse: freed
+/// places go straight back to the trees, so placement is leftmost-first, as the tests that build
+/// a layout on purpose need.
 fn resolver_without_quarantine() -> Resolver {
     let mut config = ResolverConfig::new(BASE, BLOCKS);
     config.small_blocks = 2;
@@ -165,11 +165,25 @@ fn free_one(r: &mut Resolver, lane: u32, h: Handle) -> LaneStatus {
     LaneStatus::from_code(reply.lane_status[lane as usize]).unwrap()
 }
 
-fn run(steps: Vec<Step>, segmented: bool) -> Result<(), TestCaseError> {
-    let mut r = if segmented {
-        segmented_resolver()
-    } else {
-        resolver()
+/// The resolver under test: the default one, two segments, or one whose quarantine holds only
+/// four chunks, so freed small runs reach the recycled lists and come back within a sequence.
+#[derive(Clone, Copy, Debug)]
+enum Setup {
+    Plain,
+    Segmented,
+    Recycling,
+}
+
+fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
+    let mut r = match setup {
+        Setup::Plain => resolver(),
+        Setup::Segmented => segmented_resolver(),
+        Setup::Recycling => {
+            let mut config = ResolverConfig::new(BASE, BLOCKS);
+            config.small_blocks = 1;
+            config.quarantine_chunks = 4;
+            Resolver::new(config).unwrap()
+        }
     };
     let mut occupied = Occupancy::default();
     // Live lane objects: (handle, size), and freed ones (for double frees).
@@ -184,7 +198,16 @@ fn run(steps: Vec<Step>, segmented: bool) -> Result<(), TestCaseError> {
                 seed,
                 contiguous,
             } => {
-                let sizes = sizes_for(class, mask, seed);
+                let sizes = match setup {
+                    // One lane, three chunk lengths (1, 2, 3 units): one free empties a chunk,
+                    // and freed runs find takers of their length.
+                    Setup::Recycling if class == 0 => {
+                        let mut one = [0u64; 32];
+                        one[(seed % 32) as usize] = 256 * (1 + seed / 32 % 3);
+                        one
+                    }
+                    _ => sizes_for(class, mask, seed),
+                };
                 let op = if contiguous {
                     Op::AllocContiguous
                 } else {
@@ -310,12 +333,17 @@ proptest! {
 
     #[test]
     fn resolver_hands_out_disjoint_memory_and_rejects_bad_frees(steps in prop::collection::vec(step(), 1..250)) {
-        run(steps, false)?;
+        run(steps, Setup::Plain)?;
     }
 
     #[test]
     fn segments_hand_out_disjoint_memory_and_judge_frees_alike(steps in prop::collection::vec(step(), 1..250)) {
-        run(steps, true)?;
+        run(steps, Setup::Segmented)?;
+    }
+
+    #[test]
+    fn recycled_small_runs_hand_out_disjoint_memory_and_judge_frees_alike(steps in prop::collection::vec(step(), 1..250)) {
+        run(steps, Setup::Recycling)?;
     }
 }
 
