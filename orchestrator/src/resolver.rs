@@ -256,14 +256,13 @@ impl Resolver {
                 }
             }
             Op::Free => {
-                let mut reply = ReplyRecord::status(Status::Ok);
-                for (lane, outcome) in self.free_lanes(&words.map(Handle)).into_iter().enumerate() {
-                    reply.lane_status[lane] = outcome as u8;
-                    if outcome != LaneStatus::Ok {
-                        reply.failed_lanes |= 1 << lane;
-                        reply.status = Status::Partial as u32;
-                    }
-                }
+                let (outcomes, failed) = self.judge_frees(&words.map(Handle));
+                let mut reply = ReplyRecord::status(match failed {
+                    0 => Status::Ok,
+                    _ => Status::Partial,
+                });
+                reply.lane_status = outcomes.map(|outcome| outcome as u8);
+                reply.failed_lanes = failed;
                 reply
             }
         }
@@ -332,24 +331,30 @@ impl Resolver {
     /// Free each lane's object: each segment judges the lanes whose address it holds; a lane
     /// whose address lies in no segment is an invalid handle.
     pub fn free_lanes(&mut self, handles: &[Handle; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
+        self.judge_frees(handles).0
+    }
+
+    /// [`Resolver::free_lanes`], with the lanes that failed as a mask.
+    fn judge_frees(&mut self, handles: &[Handle; WARP_LANES]) -> ([LaneStatus; WARP_LANES], u32) {
         let given = lane_mask(|l| !handles[l].is_null());
         let mut outcomes = [LaneStatus::Ok; WARP_LANES];
         let mut pending = given;
+        let mut failed = 0u32;
         for segment in &mut self.segments {
             if pending == 0 {
                 break;
             }
             let mine = pending & lane_mask(|l| segment.contains(handles[l].address()));
             if mine != 0 {
-                segment.free_lanes(handles, mine, &mut outcomes);
+                failed |= segment.free_lanes(handles, mine, &mut outcomes);
                 pending &= !mine;
             }
         }
         for lane in set_lanes(pending) {
             outcomes[lane] = LaneStatus::InvalidHandle;
         }
+        failed |= pending;
         // Counted in a register: a memory increment per lane would chain through the store.
-        let failed = given & !lane_mask(|l| outcomes[l] == LaneStatus::Ok);
         let freed = u64::from((given & !failed).count_ones());
         self.counters.by_lane_status[LaneStatus::Ok as usize] += freed;
         self.counters.lanes_freed += freed;
@@ -365,7 +370,7 @@ impl Resolver {
                 );
             }
         }
-        outcomes
+        (outcomes, failed)
     }
 
     /// Verify the invariants listed in the module docs.

@@ -334,37 +334,50 @@ impl Segment {
     }
 
     /// Free the objects of the lanes in `lanes` (addresses inside this segment), writing the
-    /// outcome of each lane that fails (the others are left as they are: `Ok`). The lanes of a warp nearly always free objects of one or two chunks, so
-    /// one lookup serves every lane whose address falls in the chunk found; a chunk whose last
-    /// lane is freed is released after all its lanes were judged.
+    /// outcome of each lane that fails (the others are left as they are: `Ok`); the failed lanes,
+    /// as a mask. The lanes of a warp nearly always free objects of one or two chunks, so one
+    /// lookup serves every lane whose address falls in the chunk found; a chunk whose last lane is
+    /// freed is released after all its lanes were judged.
     pub(crate) fn free_lanes(
         &mut self,
         handles: &[Handle; WARP_LANES],
         lanes: u32,
         outcomes: &mut [LaneStatus; WARP_LANES],
-    ) {
+    ) -> u32 {
         let mut pending = lanes;
+        let mut failed = 0u32;
         while pending != 0 {
             let first = pending.trailing_zeros() as usize;
             let address = handles[first].address();
             let Some(chunk) = self.chunks.find_mut(address) else {
                 outcomes[first] = self.classify_dead(address);
+                failed |= 1 << first;
                 pending &= !(1 << first);
                 continue;
             };
+            // The common case in one pass: every lane gives exactly its handle into this chunk
+            // (an exact handle lies in the chunk, so the range pass is needed only for the rest).
+            let exact = pending & lane_mask(|l| handles[l] == chunk.handles[l]);
             let (base, end) = (chunk.base, chunk.base + chunk.bytes);
-            let in_chunk = pending & lane_mask(|l| (base..end).contains(&handles[l].address()));
-            // The common case in one pass: the exact live handle. The rest are judged one by one.
-            let freed = in_chunk & chunk.live & lane_mask(|l| handles[l] == chunk.handles[l]);
+            let in_chunk = match pending & !exact {
+                0 => pending,
+                others => {
+                    exact | others & lane_mask(|l| (base..end).contains(&handles[l].address()))
+                }
+            };
+            let freed = exact & chunk.live;
             chunk.live &= !freed;
             for lane in set_lanes(in_chunk & !freed) {
-                outcomes[lane] = Self::judge(chunk, handles[lane]);
+                let outcome = Self::judge(chunk, handles[lane]);
+                outcomes[lane] = outcome;
+                failed |= u32::from(outcome != LaneStatus::Ok) << lane;
             }
             pending &= !in_chunk;
             if chunk.live == 0 {
                 self.release(base);
             }
         }
+        failed
     }
 
     fn judge(chunk: &mut LiveChunk, handle: Handle) -> LaneStatus {
