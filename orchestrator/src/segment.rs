@@ -17,12 +17,13 @@
 //! started is a double free; any other is invalid.
 //!
 //! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
-//! back to the structures (a small chunk's run goes to the [`RecycledRuns`] first, where a small
-//! chunk of the same length takes it without a tree search), so a just-freed address is not handed out again at once: leftmost-first
-//! reuse would otherwise put new objects at a hot address again and again while a delayed warp's
-//! stale free is still on its way (on the GPU such frees arrived seconds late). An allocation that
-//! finds no room drains the quarantine and tries again, and a small one gives the recycled runs
-//! back to the tree before it gives up, so neither ever causes an out-of-memory.
+//! back to the structures, so a just-freed address is not handed out again at once:
+//! leftmost-first reuse would otherwise put new objects at a hot address again and again while a
+//! delayed warp's stale free is still on its way (on the GPU such frees arrived seconds late). A
+//! small chunk's run leaving the quarantine goes to the [`RecycledRuns`], where the next small
+//! chunk of the same length takes it without a tree search. An allocation that finds no room
+//! drains the quarantine and tries again, and a small one gives the recycled runs back to the
+//! tree before it gives up, so neither ever causes an out-of-memory.
 //!
 //! Invariants ([`Segment::check_invariants`]): the structures' own invariants; no two live or
 //! quarantined chunks overlap, and each one's units are allocated in its structure; the owner

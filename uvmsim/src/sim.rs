@@ -12,11 +12,12 @@
 //!   `ready_entries`: the driver's fetch stops at the first entry the GPU is still writing, so
 //!   while warps flood the buffer a batch sees about a warp's worth of faults, not a full buffer.
 //!   It coalesces them per page and services each VA block once, in the order of its first
-//!   entry: prefetch hint ([`crate::prefetch`]), root chunk, migration. Entries whose page became resident are then
-//!   dropped; a warp whose stalled instruction is all resident runs again, and one still missing
-//!   a page whose entry is gone faults on it again (the replay). Blocks serviced in a batch keep their chunks until it
-//!   ends (the driver's thrashing mitigation, in its simplest form): a batch needing more chunks
-//!   than the GPU holds services what fits and leaves the rest for the next batch. An
+//!   entry: prefetch hint ([`crate::prefetch`]), root chunk, migration. Entries whose page
+//!   became resident are then dropped; a warp whose stalled instruction is all resident runs
+//!   again, and one still missing a page whose entry is gone faults on it again (the replay).
+//!   Blocks serviced in a batch keep their chunks until it ends (the driver's thrashing
+//!   mitigation, in its simplest form): a batch needing more chunks than the GPU holds services
+//!   what fits and leaves the rest for the next batch. An
 //!   instruction spanning more VA blocks than the GPU holds is refused, as it could never
 //!   complete.
 //! - VA blocks are 2 MiB aligned and clipped to their allocation. A block gets a 2 MiB root chunk
