@@ -228,9 +228,9 @@ pub fn lane_handles(
             }
         }
     }
-    // Branch-free and lane-parallel (lanes asking 0 are common and unpredictable): a lane that
-    // asked 0 is masked to NULL. An address is too wide when it has a bit above the address
-    // field, so one OR over the live lanes checks them all.
+    // Branch-free per lane (lanes asking 0 are common and unpredictable): a lane that asked 0
+    // is masked to NULL. An address is too wide when it has a bit above the address field, so
+    // one OR over the live lanes checks them all.
     let mut bits = [0u64; WARP_LANES];
     let mut any_high = 0u64;
     for lane in 0..WARP_LANES {
