@@ -388,6 +388,10 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         .filter(|r| r.fit)
         .map(|r| r.time_error)
         .fold(0.0, f64::max);
+    let (held_runs, held_over_30) = (
+        held.len(),
+        held.iter().filter(|r| r.time_error > 0.3).count(),
+    );
     let (mut agree, mut rankings, mut within_noise) = (0, 0, 0);
     for pair in runs.chunks(2) {
         let [c, a] = pair else { continue };
@@ -451,14 +455,12 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         report.ready_entries,
         report.fit_max_time_error * 100.0,
     );
-    let held: Vec<&Run> = report.runs.iter().filter(|r| !r.fit).collect();
-    match held.len() {
+    match held_runs {
         0 => println!("held out: no runs"),
         n => println!(
-            "held out ({n} runs): bytes error up to {:.1}%, time error up to {:.1}%, {} over 30%",
+            "held out ({n} runs): bytes error up to {:.1}%, time error up to {:.1}%, {held_over_30} over 30%",
             report.held_out_max_bytes_error * 100.0,
             report.held_out_max_time_error * 100.0,
-            held.iter().filter(|r| r.time_error > 0.3).count(),
         ),
     }
     println!(

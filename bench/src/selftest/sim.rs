@@ -109,7 +109,7 @@ impl Device for SimDevice<'_> {
     fn rounds(&self, threads: u32, rounds: u32, seed: u64) -> anyhow::Result<[u64; 5]> {
         let counters: [AtomicU64; 5] = std::array::from_fn(|_| AtomicU64::new(0));
         self.rt.run_warps(warps(threads as usize), |warp| {
-            let (first, mask) = warp.lanes_of(threads as usize as u64);
+            let (first, mask) = warp.lanes_of(u64::from(threads));
             let first = first as usize;
             let mut state: [u64; WARP_LANES] = std::array::from_fn(|l| {
                 seed ^ ((first + l) as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
