@@ -26,12 +26,16 @@ pub struct ChunkTable<T> {
     /// Slot + 1 of the chunk covering each small unit / each leaf of the rest; 0 for none.
     small_owner: Vec<u32>,
     rest_owner: Vec<u32>,
-    slots: Vec<Option<T>>,
+    /// Records by slot. A freed slot keeps its last record until it is reused, so a removed
+    /// record can be read without moving it (records are a few hundred bytes).
+    slots: Vec<T>,
+    /// Whether each slot holds a live record.
+    used: Vec<bool>,
     free: Vec<u32>,
     len: usize,
 }
 
-impl<T: Extent> ChunkTable<T> {
+impl<T: Extent + Default> ChunkTable<T> {
     /// A table for the chunks of the arena `regions` describes.
     pub fn new(regions: ArenaRegions) -> Self {
         Self {
@@ -39,6 +43,7 @@ impl<T: Extent> ChunkTable<T> {
             small_owner: vec![0; (regions.bytes(Region::Small) / SMALL_UNIT) as usize],
             rest_owner: vec![0; (regions.bytes(Region::Rest) / LEAF) as usize],
             slots: Vec::new(),
+            used: Vec::new(),
             free: Vec::new(),
             len: 0,
         }
@@ -76,23 +81,26 @@ impl<T: Extent> ChunkTable<T> {
         &mut owners[first..first + bytes.div_ceil(unit) as usize]
     }
 
-    /// Store `record`, whose range must be free in the table.
-    pub fn insert(&mut self, record: T) {
-        let (base, bytes) = (record.base(), record.bytes());
+    /// Store a record written in place by `fill` (into a slot holding a default or an old
+    /// record: `fill` sets every field), whose range must be free in the table; the record.
+    pub fn insert(&mut self, fill: impl FnOnce(&mut T)) -> &mut T {
         let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = Some(record);
-                slot
-            }
+            Some(slot) => slot,
             None => {
-                self.slots.push(Some(record));
+                self.slots.push(T::default());
+                self.used.push(false);
                 (self.slots.len() - 1) as u32
             }
         };
+        let record = &mut self.slots[slot as usize];
+        fill(record);
+        let (base, bytes) = (record.base(), record.bytes());
+        self.used[slot as usize] = true;
         let owners = self.owners(base, bytes);
         debug_assert!(owners.iter().all(|&o| o == 0), "two chunks at {base:#x}");
         owners.fill(slot + 1);
         self.len += 1;
+        &mut self.slots[slot as usize]
     }
 
     /// The slot of the record owning the unit of `address`, if any.
@@ -106,7 +114,7 @@ impl<T: Extent> ChunkTable<T> {
 
     /// The record covering `address`, if any.
     pub fn find(&self, address: u64) -> Option<&T> {
-        let record = self.slots.get(self.slot_of(address)?)?.as_ref()?;
+        let record = self.slots.get(self.slot_of(address)?)?;
         // A unit is owned by the chunk covering any of its bytes; check the byte itself.
         (address < record.base() + record.bytes()).then_some(record)
     }
@@ -114,25 +122,30 @@ impl<T: Extent> ChunkTable<T> {
     /// The record covering `address`, if any, to change.
     pub fn find_mut(&mut self, address: u64) -> Option<&mut T> {
         let slot = self.slot_of(address)?;
-        let record = self.slots.get_mut(slot)?.as_mut()?;
+        let record = self.slots.get_mut(slot)?;
         (address < record.base() + record.bytes()).then_some(record)
     }
 
-    /// Take the record starting at `base` out.
-    pub fn remove(&mut self, base: u64) -> Option<T> {
-        let found = self.find_mut(base).filter(|r| r.base() == base)?;
+    /// Take the record starting at `base` out of the table; it stays readable (the reference)
+    /// until the next insert.
+    pub fn remove(&mut self, base: u64) -> Option<&T> {
+        let found = self.find(base).filter(|r| r.base() == base)?;
         let bytes = found.bytes();
         let owners = self.owners(base, bytes);
         let slot = owners[0] - 1;
         owners.fill(0);
         self.free.push(slot);
+        self.used[slot as usize] = false;
         self.len -= 1;
-        self.slots[slot as usize].take()
+        Some(&self.slots[slot as usize])
     }
 
     /// Every record, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.slots.iter().flatten()
+        self.slots
+            .iter()
+            .zip(&self.used)
+            .filter_map(|(record, &used)| used.then_some(record))
     }
 }
 
@@ -140,7 +153,7 @@ impl<T: Extent> ChunkTable<T> {
 mod tests {
     use super::*;
 
-    #[derive(Debug, PartialEq)]
+    #[derive(Debug, Default, PartialEq)]
     struct Range(u64, u64);
 
     impl Extent for Range {
@@ -156,8 +169,8 @@ mod tests {
     fn finds_by_any_covered_address_and_reuses_slots() {
         let base = 1 << 30;
         let mut t = ChunkTable::new(ArenaRegions::new(base, 4096, 4096 + (4 << 20)));
-        t.insert(Range(base + 256, 300)); // small units 1 and 2
-        t.insert(Range(base + 4096 + (2 << 20), 2 << 20)); // the second VABlock of the rest
+        t.insert(|r| *r = Range(base + 256, 300)); // small units 1 and 2
+        t.insert(|r| *r = Range(base + 4096 + (2 << 20), 2 << 20)); // the second VABlock of the rest
         assert_eq!(t.find_mut(base + 256).map(|r| r.0), Some(base + 256));
         assert_eq!(t.find_mut(base + 555).map(|r| r.0), Some(base + 256));
         assert!(
@@ -172,10 +185,12 @@ mod tests {
             t.remove(base + 300).is_none(),
             "only a chunk's base removes it"
         );
-        assert_eq!(t.remove(base + 256), Some(Range(base + 256, 300)));
+        assert_eq!(t.remove(base + 256), Some(&Range(base + 256, 300)));
         assert!(t.find_mut(base + 300).is_none());
-        t.insert(Range(base, 512));
+        assert_eq!(t.iter().count(), 1, "a removed record is not iterated");
+        t.insert(|r| *r = Range(base, 512));
         assert_eq!(t.slots.len(), 2, "the freed slot is reused");
         assert_eq!(t.len(), 2);
+        assert_eq!(t.iter().count(), 2);
     }
 }

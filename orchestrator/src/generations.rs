@@ -11,9 +11,10 @@
 //! stale free that way (docs/mailbox.md). The cost is a table byte per 16 bytes of small space,
 //! and about a cache line per lane of a small chunk.
 
-use translator::{GENERATIONS, Handle, WARP_LANES};
+use translator::{GENERATIONS, WARP_LANES};
 
 use crate::regions::{ArenaRegions, Region};
+use crate::resolver::set_lanes;
 
 /// Object starts in the small space are 16-byte aligned.
 const SMALL_GRANULE: u64 = 16;
@@ -30,13 +31,10 @@ pub struct Generations {
     rest: Vec<u8>,
 }
 
-/// The next generation after `counter`: 1..=127, cycling.
+/// The next generation after `counter`: 1..=127, cycling (written to compile without a branch).
 fn bumped(counter: u8) -> u8 {
-    if counter >= GENERATIONS - 1 {
-        1
-    } else {
-        counter + 1
-    }
+    let next = counter.wrapping_add(1);
+    if next >= GENERATIONS { 1 } else { next }
 }
 
 impl Generations {
@@ -61,26 +59,29 @@ impl Generations {
         offset.is_multiple_of(granule) && counters[(offset / granule) as usize] != 0
     }
 
-    /// Give each non-null handle of one new chunk (all its objects lie in one region) the next
-    /// generation of its address. One region lookup serves every lane.
-    pub fn stamp(&mut self, handles: &mut [Handle; WARP_LANES]) {
-        let Some(first) = handles.iter().find(|h| !h.is_null()) else {
-            return;
-        };
-        let (region, offset) = self
+    /// Give the object of each lane in `live`, at `base + offsets[lane]` (one new chunk: every
+    /// object in one region), the next generation of its address; each lane's generation, 0 for
+    /// lanes not in `live`. One region lookup serves every lane.
+    pub fn stamp(&mut self, base: u64, offsets: &[u64; WARP_LANES], live: u32) -> [u8; WARP_LANES] {
+        let mut generations = [0u8; WARP_LANES];
+        if live == 0 {
+            return generations;
+        }
+        let (region, base_offset) = self
             .regions
-            .locate(first.address())
-            .expect("objects start inside the arena");
-        let region_start = first.address() - offset;
+            .locate(base)
+            .expect("chunks start inside the arena");
         let (counters, granule) = match region {
             Region::Small => (&mut self.small, SMALL_GRANULE),
             Region::Rest => (&mut self.rest, TILE_GRANULE),
         };
-        for h in handles.iter_mut().filter(|h| !h.is_null()) {
-            let counter = &mut counters[((h.address() - region_start) / granule) as usize];
+        let shift = granule.trailing_zeros();
+        for lane in set_lanes(live) {
+            let counter = &mut counters[((base_offset + offsets[lane]) >> shift) as usize];
             *counter = bumped(*counter);
-            *h = h.with_generation(*counter);
+            generations[lane] = *counter;
         }
+        generations
     }
 }
 
@@ -96,21 +97,24 @@ mod tests {
 
     /// Stamp one chunk with an object per `(lane, address)`; the generations, in that order.
     fn stamp(g: &mut Generations, objects: &[(u32, u64)]) -> Vec<u8> {
-        let mut handles = [Handle::NULL; WARP_LANES];
+        let base = objects.iter().map(|o| o.1).min().unwrap();
+        let mut offsets = [0; WARP_LANES];
+        let mut live = 0u32;
         for &(lane, address) in objects {
-            handles[lane as usize] = Handle::plain(address, lane).unwrap();
+            offsets[lane as usize] = address - base;
+            live |= 1 << lane;
         }
-        g.stamp(&mut handles);
-        for (lane, h) in handles.iter().enumerate() {
+        let generations = g.stamp(base, &offsets, live);
+        for (lane, &generation) in generations.iter().enumerate() {
             assert_eq!(
-                h.is_null(),
-                !objects.iter().any(|&(l, _)| l as usize == lane),
-                "only given lanes get handles"
+                generation == 0,
+                live >> lane & 1 == 0,
+                "only given lanes get generations"
             );
         }
         objects
             .iter()
-            .map(|&(lane, _)| handles[lane as usize].generation())
+            .map(|&(lane, _)| generations[lane as usize])
             .collect()
     }
 

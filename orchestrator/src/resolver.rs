@@ -12,7 +12,7 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES,
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES, lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
@@ -94,6 +94,15 @@ pub struct Allocation {
     pub chunk_base: u64,
     /// Each lane's handle (null for lanes that asked 0).
     pub handles: [Handle; WARP_LANES],
+}
+
+/// A chunk as a reply describes it.
+struct Placed {
+    /// `None` when every lane asked 0.
+    geometry: Option<Geometry>,
+    chunk_base: u64,
+    /// Each lane's generation (0 for lanes that asked 0).
+    generations: [u8; WARP_LANES],
 }
 
 /// The allocator state behind the service thread.
@@ -222,13 +231,17 @@ impl Resolver {
         if request.lane_mask == 0 {
             return ReplyRecord::status(Status::EmptyMask);
         }
-        let words: [u64; WARP_LANES] = std::array::from_fn(|lane| {
-            if request.lane_mask >> lane & 1 == 1 {
-                request.words[lane]
-            } else {
-                0
-            }
-        });
+        // Inactive lanes read as 0 (a copy, made without a branch per lane, only when some
+        // lane is inactive).
+        let masked: [u64; WARP_LANES];
+        let words = if request.lane_mask == u32::MAX {
+            &request.words
+        } else {
+            masked = std::array::from_fn(|lane| {
+                request.words[lane] & 0u64.wrapping_sub(u64::from(request.lane_mask >> lane & 1))
+            });
+            &masked
+        };
         match op {
             Op::Alloc | Op::AllocContiguous => {
                 let arrangement = if op == Op::Alloc {
@@ -236,7 +249,7 @@ impl Resolver {
                 } else {
                     Arrangement::Contiguous
                 };
-                match self.alloc(&words, arrangement) {
+                match self.place_chunk(words, arrangement) {
                     Ok(a) => {
                         let mut reply = ReplyRecord::status(Status::Ok);
                         if let Some(g) = a.geometry {
@@ -249,14 +262,14 @@ impl Resolver {
                             Arrangement::Contiguous => CONTIGUOUS_LAYOUT,
                         };
                         reply.chunk_base = a.chunk_base;
-                        reply.lane_status = a.handles.map(|h| h.generation());
+                        reply.lane_status = a.generations;
                         reply
                     }
                     Err(status) => ReplyRecord::status(status),
                 }
             }
             Op::Free => {
-                let (outcomes, failed) = self.judge_frees(&words.map(Handle));
+                let (outcomes, failed) = self.judge_frees(bytemuck::cast_ref(words));
                 let mut reply = ReplyRecord::status(match failed {
                     0 => Status::Ok,
                     _ => Status::Partial,
@@ -275,13 +288,39 @@ impl Resolver {
         sizes: &[u64; WARP_LANES],
         arrangement: Arrangement,
     ) -> Result<Allocation, Status> {
+        let placed = self.place_chunk(sizes, arrangement)?;
+        let handles = match placed.geometry {
+            Some(g) => lane_handles(
+                &g,
+                placed.chunk_base,
+                sizes,
+                arrangement,
+                &placed.generations,
+            )
+            .expect("arena addresses fit handles"),
+            None => [Handle::NULL; WARP_LANES],
+        };
+        Ok(Allocation {
+            geometry: placed.geometry,
+            chunk_base: placed.chunk_base,
+            handles,
+        })
+    }
+
+    /// [`Resolver::alloc`] as far as a reply needs: the lanes' generations, not their handles
+    /// (the device builds those).
+    fn place_chunk(
+        &mut self,
+        sizes: &[u64; WARP_LANES],
+        arrangement: Arrangement,
+    ) -> Result<Placed, Status> {
         let geometry = match Geometry::of(sizes, &self.config.geometry) {
             Ok(Some(g)) => g,
             Ok(None) => {
-                return Ok(Allocation {
+                return Ok(Placed {
                     geometry: None,
                     chunk_base: 0,
-                    handles: [Handle::NULL; WARP_LANES],
+                    generations: [0; WARP_LANES],
                 });
             }
             Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
@@ -289,14 +328,15 @@ impl Resolver {
         };
         for segment in &mut self.segments {
             match segment.alloc(geometry, sizes, arrangement) {
-                Ok((base, handles)) => {
+                Ok((chunk_base, generations)) => {
                     let class = geometry.class as usize;
                     self.counters.chunks_by_class[class] += 1;
+                    // Each size is at most the lane limit (1 TiB at most): no overflow.
                     self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
-                    return Ok(Allocation {
+                    return Ok(Placed {
                         geometry: Some(geometry),
-                        chunk_base: base,
-                        handles,
+                        chunk_base,
+                        generations,
                     });
                 }
                 Err(Status::OutOfMemory) => continue,
@@ -306,6 +346,7 @@ impl Resolver {
         self.out_of_memory_seen = true;
         Err(Status::OutOfMemory)
     }
+
     /// The base address of the live chunk holding `address`, if any.
     pub fn chunk_containing(&self, address: u64) -> Option<u64> {
         self.segment_of(address)?.chunk_containing(address)
@@ -336,15 +377,29 @@ impl Resolver {
 
     /// [`Resolver::free_lanes`], with the lanes that failed as a mask.
     fn judge_frees(&mut self, handles: &[Handle; WARP_LANES]) -> ([LaneStatus; WARP_LANES], u32) {
-        let given = lane_mask(|l| !handles[l].is_null());
         let mut outcomes = [LaneStatus::Ok; WARP_LANES];
+        // The common case first: a warp frees every lane of one chunk, each with its handle.
+        let Some(&first) = handles.iter().find(|h| !h.is_null()) else {
+            return (outcomes, 0);
+        };
+        let whole = self
+            .segments
+            .iter_mut()
+            .find(|s| s.contains(first.address()))
+            .and_then(|s| s.free_whole_chunk(first, handles));
+        if let Some(freed) = whole {
+            self.count_frees(handles, freed, &outcomes, 0);
+            return (outcomes, 0);
+        }
+        let given = lane_mask(|l| !handles[l].is_null());
         let mut pending = given;
         let mut failed = 0u32;
         for segment in &mut self.segments {
             if pending == 0 {
                 break;
             }
-            let mine = pending & lane_mask(|l| segment.contains(handles[l].address()));
+            let (start, bytes) = segment.range();
+            let mine = pending & lane_mask(|l| handles[l].address().wrapping_sub(start) < bytes);
             if mine != 0 {
                 failed |= segment.free_lanes(handles, mine, &mut outcomes);
                 pending &= !mine;
@@ -354,15 +409,27 @@ impl Resolver {
             outcomes[lane] = LaneStatus::InvalidHandle;
         }
         failed |= pending;
+        self.count_frees(handles, given & !failed, &outcomes, failed);
+        (outcomes, failed)
+    }
+
+    /// Count the lanes `freed` and those that `failed` (with their outcomes), and trace each.
+    fn count_frees(
+        &mut self,
+        handles: &[Handle; WARP_LANES],
+        freed: u32,
+        outcomes: &[LaneStatus; WARP_LANES],
+        failed: u32,
+    ) {
         // Counted in a register: a memory increment per lane would chain through the store.
-        let freed = u64::from((given & !failed).count_ones());
-        self.counters.by_lane_status[LaneStatus::Ok as usize] += freed;
-        self.counters.lanes_freed += freed;
+        let freed_count = u64::from(freed.count_ones());
+        self.counters.by_lane_status[LaneStatus::Ok as usize] += freed_count;
+        self.counters.lanes_freed += freed_count;
         for lane in set_lanes(failed) {
             self.counters.by_lane_status[outcomes[lane] as usize] += 1;
         }
         if tracing::enabled!(tracing::Level::TRACE) {
-            for lane in set_lanes(given) {
+            for lane in set_lanes(freed | failed) {
                 tracing::trace!(
                     handle = format_args!("{:#x}", handles[lane].0),
                     outcome = ?outcomes[lane],
@@ -370,7 +437,6 @@ impl Resolver {
                 );
             }
         }
-        (outcomes, failed)
     }
 
     /// Verify the invariants listed in the module docs.
@@ -393,12 +459,23 @@ pub(crate) fn lane_mask(keep: impl Fn(usize) -> bool) -> u32 {
 }
 
 /// The set lanes of `mask`, lowest first.
-pub(crate) fn set_lanes(mut mask: u32) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let lane = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            lane
-        })
-    })
+pub(crate) fn set_lanes(mask: u32) -> SetLanes {
+    SetLanes(mask)
+}
+
+/// Iterator over the set lanes of a mask, lowest first.
+pub(crate) struct SetLanes(u32);
+
+impl Iterator for SetLanes {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let lane = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(lane)
+    }
 }

@@ -35,7 +35,8 @@ use std::collections::VecDeque;
 
 use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
 use translator::{
-    Arrangement, Geometry, Handle, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, lane_handles,
+    Arrangement, Geometry, Handle, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, handles_at,
+    lane_offsets,
 };
 
 use crate::chunks::{ChunkTable, Extent};
@@ -61,6 +62,8 @@ struct LiveChunk {
     base: u64,
     bytes: u64,
     place: Place,
+    /// Lanes given an object.
+    lanes: u32,
     /// Lanes still holding their object.
     live: u32,
     /// Bytes of each lane's object in a portion or large chunk, either layout; 0 in a small
@@ -68,6 +71,20 @@ struct LiveChunk {
     lane_span: u64,
     /// What each lane was given (null for lanes that asked 0).
     handles: [Handle; WARP_LANES],
+}
+
+impl Default for LiveChunk {
+    fn default() -> Self {
+        Self {
+            base: 0,
+            bytes: 0,
+            place: Place::Small { unit: 0, units: 0 },
+            lanes: 0,
+            live: 0,
+            lane_span: 0,
+            handles: [Handle::NULL; WARP_LANES],
+        }
+    }
 }
 
 impl Extent for LiveChunk {
@@ -214,13 +231,15 @@ impl Segment {
     }
 
     /// Place a chunk of `geometry` for these lane sizes and lay it out as `arrangement`: its base
-    /// and each lane's handle. `Err(OutOfMemory)` leaves nothing allocated.
+    /// and each lane's generation (0 for lanes that asked 0), which with the request's sizes
+    /// gives each lane's handle ([`translator::lane_handles`]). `Err(OutOfMemory)` leaves
+    /// nothing allocated.
     pub(crate) fn alloc(
         &mut self,
         geometry: Geometry,
         sizes: &[u64; WARP_LANES],
         arrangement: Arrangement,
-    ) -> Result<(u64, [Handle; WARP_LANES]), Status> {
+    ) -> Result<(u64, [u8; WARP_LANES]), Status> {
         let (place, base) = match self.place(&geometry) {
             Err(Status::OutOfMemory) if !self.quarantine.is_empty() => {
                 self.drain_quarantine();
@@ -228,29 +247,39 @@ impl Segment {
             }
             other => other?,
         };
-        let mut handles = lane_handles(&geometry, base, sizes, arrangement, &[0; WARP_LANES])
-            .expect("arena addresses fit handles");
-        self.generations.stamp(&mut handles);
-        let live = lane_mask(|l| sizes[l] > 0);
-        tracing::trace!(
-            base = format_args!("{base:#x}"),
-            bytes = geometry.chunk_bytes,
-            handles = ?handles.iter().map(|h| format!("{:#x}", h.0)).collect::<Vec<_>>(),
-            "chunk"
-        );
-        self.chunks.insert(LiveChunk {
-            base,
-            bytes: geometry.chunk_bytes,
-            place,
-            live,
-            lane_span: if geometry.is_arranged() {
+        let offsets = lane_offsets(&geometry, sizes, arrangement);
+        let lanes = lane_mask(|l| sizes[l] > 0);
+        let generations = self.generations.stamp(base, &offsets, lanes);
+        // Written in place: a chunk record is a few hundred bytes.
+        let chunk = self.chunks.insert(|c| {
+            c.base = base;
+            c.bytes = geometry.chunk_bytes;
+            c.place = place;
+            c.lanes = lanes;
+            c.live = lanes;
+            c.lane_span = if geometry.is_arranged() {
                 geometry.lane_span
             } else {
                 0
-            },
-            handles,
+            };
+            handles_at(
+                &geometry,
+                base,
+                &offsets,
+                sizes,
+                arrangement,
+                &generations,
+                &mut c.handles,
+            )
+            .expect("arena addresses fit handles");
         });
-        Ok((base, handles))
+        tracing::trace!(
+            base = format_args!("{base:#x}"),
+            bytes = geometry.chunk_bytes,
+            handles = ?chunk.handles.iter().map(|h| format!("{:#x}", h.0)).collect::<Vec<_>>(),
+            "chunk"
+        );
+        Ok((base, generations))
     }
 
     /// Find memory for a chunk of `geometry` in the structure of its class.
@@ -332,6 +361,25 @@ impl Segment {
             .filter(|&a| a > address)
             .fold(chunk.base + chunk.bytes, u64::min);
         Ok(end - address)
+    }
+
+    /// Free a whole chunk at once when `handles` are exactly the handles of the live chunk
+    /// holding `first` (one of them) and all its lanes are still live: the lanes freed. `None`
+    /// (nothing changed) otherwise; [`Segment::free_lanes`] then judges lane by lane.
+    pub(crate) fn free_whole_chunk(
+        &mut self,
+        first: Handle,
+        handles: &[Handle; WARP_LANES],
+    ) -> Option<u32> {
+        let chunk = self.chunks.find_mut(first.address())?;
+        // One array compare: lanes without an object hold null on both sides.
+        if chunk.live != chunk.lanes || chunk.handles != *handles {
+            return None;
+        }
+        let (freed, base) = (chunk.live, chunk.base);
+        chunk.live = 0;
+        self.release(base);
+        Some(freed)
     }
 
     /// Free the objects of the lanes in `lanes` (addresses inside this segment), writing the
@@ -430,8 +478,9 @@ impl Segment {
     /// bounds go back to their structures.
     fn release(&mut self, base: u64) {
         let chunk = self.chunks.remove(base).expect("released chunks are live");
-        self.quarantine.push_back((base, chunk.bytes, chunk.place));
-        self.quarantined_bytes += chunk.bytes;
+        let (bytes, place) = (chunk.bytes, chunk.place);
+        self.quarantine.push_back((base, bytes, place));
+        self.quarantined_bytes += bytes;
         while self.quarantine.len() > self.config.quarantine_chunks
             || self.quarantined_bytes > self.config.quarantine_bytes
         {
@@ -477,6 +526,16 @@ impl Segment {
             return Err(format!(
                 "chunk at {:#x} has no live lane but was kept",
                 c.base
+            ));
+        }
+        if let Some(c) = self
+            .chunks
+            .iter()
+            .find(|c| c.live & !c.lanes != 0 || c.lanes != lane_mask(|l| !c.handles[l].is_null()))
+        {
+            return Err(format!(
+                "chunk at {:#x}: live lanes {:#x}, lanes {:#x} and handles disagree",
+                c.base, c.live, c.lanes
             ));
         }
         for c in self.chunks.iter() {

@@ -92,6 +92,12 @@ enum Step {
     DoubleFree {
         pick: usize,
     },
+    /// Free every live lane of one chunk in one request (the whole-chunk path when no lane was
+    /// freed before), with a freed handle on another lane when `stale` is set.
+    FreeWarp {
+        pick: usize,
+        stale: Option<usize>,
+    },
     Interior {
         pick: usize,
         delta: u64,
@@ -115,6 +121,8 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(class, mask, seed, contiguous)| Step::Alloc { class, mask, seed, contiguous }),
         6 => any::<usize>().prop_map(|pick| Step::Free { pick }),
         1 => any::<usize>().prop_map(|pick| Step::DoubleFree { pick }),
+        2 => (any::<usize>(), prop::option::of(any::<usize>()))
+            .prop_map(|(pick, stale)| Step::FreeWarp { pick, stale }),
         1 => (any::<usize>(), 1u64..5000).prop_map(|(pick, delta)| Step::Interior { pick, delta }),
         1 => any::<u64>().prop_map(|address| Step::Foreign { address }),
         1 => (any::<usize>(), 0u32..32).prop_map(|(pick, lane)| Step::ForgeLane { pick, lane }),
@@ -250,6 +258,59 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                     occupied.remove(s);
                 }
                 freed.push(h);
+            }
+            Step::FreeWarp { pick, stale } if !live.is_empty() => {
+                let chunk = r.chunk_containing(live[pick % live.len()].0.address());
+                prop_assert!(chunk.is_some(), "a live object lies in a live chunk");
+                let (mine, rest): (Vec<_>, Vec<_>) = live
+                    .drain(..)
+                    .partition(|(h, _)| r.chunk_containing(h.address()) == chunk);
+                live = rest;
+                let mut words = [0u64; 32];
+                for (h, _) in &mine {
+                    words[h.lane() as usize] = h.0;
+                }
+                // A freed handle (never a live one: see DoubleFree) on a lane left free.
+                let stale = stale
+                    .filter(|_| !freed.is_empty())
+                    .map(|i| freed[i % freed.len()])
+                    .filter(|h| words[h.lane() as usize] == 0 && !live.iter().any(|(l, _)| l == h));
+                if let Some(h) = stale {
+                    words[h.lane() as usize] = h.0;
+                }
+                let mask = words
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |m, (l, &w)| m | u32::from(w != 0) << l);
+                let reply = r.resolve(&RequestRecord {
+                    op: Op::Free as u32,
+                    lane_mask: mask,
+                    warp: 1,
+                    reserved: 0,
+                    words,
+                });
+                for (h, size) in mine {
+                    let got = LaneStatus::from_code(reply.lane_status[h.lane() as usize]);
+                    prop_assert_eq!(
+                        got,
+                        Some(LaneStatus::Ok),
+                        "lane {} of a warp free",
+                        h.lane()
+                    );
+                    for (s, _) in ranges(h, size) {
+                        occupied.remove(s);
+                    }
+                    freed.push(h);
+                }
+                match stale {
+                    Some(h) => {
+                        let lane = h.lane() as usize;
+                        prop_assert_eq!(Status::from_code(reply.status), Some(Status::Partial));
+                        prop_assert_eq!(reply.failed_lanes, 1 << lane);
+                        prop_assert_ne!(reply.lane_status[lane], LaneStatus::Ok as u8);
+                    }
+                    None => prop_assert_eq!(Status::from_code(reply.status), Some(Status::Ok)),
+                }
             }
             Step::DoubleFree { pick } if !freed.is_empty() => {
                 let h = freed[pick % freed.len()];

@@ -126,19 +126,28 @@ impl Geometry {
         sizes: &[u64; WARP_LANES],
         config: &GeometryConfig,
     ) -> Result<Option<Self>, LayoutError> {
-        if let Some(lane) = sizes.iter().position(|&s| s > config.max_lane_bytes) {
+        // One pass for the largest size and the packed bytes (the host resolves millions of
+        // requests a second); the packed sum may wrap only when some size is over the limit,
+        // and then it is not used.
+        let (max, packed) = sizes.iter().fold((0u64, 0u64), |(max, packed), &s| {
+            (max.max(s), packed.wrapping_add(round16(s)))
+        });
+        if max > config.max_lane_bytes {
+            let lane = sizes
+                .iter()
+                .position(|&s| s > config.max_lane_bytes)
+                .expect("the largest size is over the limit");
             return Err(LayoutError::SizeOverLimit {
                 lane: lane as u32,
                 size: sizes[lane],
                 limit: config.max_lane_bytes,
             });
         }
-        let max = sizes.iter().copied().max().unwrap_or(0);
         if max == 0 {
             return Ok(None);
         }
         let geometry = if max <= config.small_max {
-            let chunk_bytes: u64 = sizes.iter().map(|&s| round16(s)).sum();
+            let chunk_bytes = packed;
             Self {
                 class: SizeClass::Small,
                 tile_log2: 0,
@@ -181,18 +190,20 @@ impl Geometry {
     }
 }
 
-/// Small class: each lane's rounded span.
+/// Small class: each lane's rounded span. Wrapping, so it is total: sizes that wrap are over
+/// any limit and never reach a small chunk's geometry.
 fn round16(size: u64) -> u64 {
-    size.next_multiple_of(SMALL_ALIGN)
+    size.wrapping_add(SMALL_ALIGN - 1) & !(SMALL_ALIGN - 1)
 }
 
-/// Small class: each lane's offset in the chunk (exclusive prefix sums of the rounded spans).
+/// Small class: each lane's offset in the chunk (exclusive prefix sums of the rounded spans,
+/// wrapping like [`round16`]).
 pub fn small_offsets(sizes: &[u64; WARP_LANES]) -> [u64; WARP_LANES] {
     let mut offsets = [0; WARP_LANES];
-    let mut at = 0;
+    let mut at = 0u64;
     for (offset, &size) in offsets.iter_mut().zip(sizes) {
         *offset = at;
-        at += round16(size);
+        at = at.wrapping_add(round16(size));
     }
     offsets
 }

@@ -22,7 +22,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::LayoutError;
-use crate::geometry::Geometry;
+use crate::geometry::{Geometry, small_offsets};
 use crate::slot::SlotOrder;
 use crate::{ADDRESS_BITS, MAX_TILE_LOG2, MIN_TILE_LOG2, WARP_LANES};
 
@@ -178,6 +178,38 @@ pub enum Arrangement {
     Contiguous,
 }
 
+/// Each lane's object offset in a chunk of `geometry` laid out as `arrangement` (lanes that asked
+/// 0 get the offset they would have had; their handles are null). Reads only the geometry's class,
+/// tile and lane span. Arranged: lane `l`'s tile 0 in slot `slot(l)` of tile row 0; contiguous:
+/// `l * lane_span`; small chunks: packed in lane order by 16-byte rounded sizes.
+pub fn lane_offsets(
+    geometry: &Geometry,
+    sizes: &[u64; WARP_LANES],
+    arrangement: Arrangement,
+) -> [u64; WARP_LANES] {
+    let mut offsets = [0u64; WARP_LANES];
+    // The three placements are separate loops so each stays simple.
+    match arrangement {
+        Arrangement::Arranged(order) if geometry.is_arranged() => {
+            // A tile past the field's range is refused when handles are built; wrapping keeps
+            // this total for any geometry.
+            let tile_log2 = geometry.tile_log2 % 64;
+            for (offset, &slot) in offsets.iter_mut().zip(order.slots()) {
+                *offset = u64::from(slot) << tile_log2;
+            }
+        }
+        _ if geometry.is_arranged() => {
+            let mut next = 0u64;
+            for offset in offsets.iter_mut() {
+                *offset = next;
+                next = next.wrapping_add(geometry.lane_span);
+            }
+        }
+        _ => return small_offsets(sizes),
+    }
+    offsets
+}
+
 /// Every lane's handle for a chunk at `chunk_base`, laid out as `arrangement` says, lane `l`
 /// carrying `generations[l]`. Lanes that asked 0 bytes get [`Handle::NULL`]. Reads only the
 /// geometry's class, tile and lane span. The tile is checked once and each address with one
@@ -189,49 +221,47 @@ pub fn lane_handles(
     arrangement: Arrangement,
     generations: &[u8; WARP_LANES],
 ) -> Result<[Handle; WARP_LANES], LayoutError> {
-    let arranged = match arrangement {
-        Arrangement::Arranged(order) if geometry.is_arranged() => Some(order),
-        _ => None,
-    };
+    let offsets = lane_offsets(geometry, sizes, arrangement);
+    let mut handles = [Handle::NULL; WARP_LANES];
+    handles_at(
+        geometry,
+        chunk_base,
+        &offsets,
+        sizes,
+        arrangement,
+        generations,
+        &mut handles,
+    )?;
+    Ok(handles)
+}
+
+/// [`lane_handles`] into `handles`, with the lanes' offsets already computed by
+/// [`lane_offsets`] for the same geometry, sizes and arrangement (the host computes them once
+/// for the generations too, and writes the handles straight into its chunk record). On `Err`
+/// what `handles` holds is unspecified.
+pub fn handles_at(
+    geometry: &Geometry,
+    chunk_base: u64,
+    offsets: &[u64; WARP_LANES],
+    sizes: &[u64; WARP_LANES],
+    arrangement: Arrangement,
+    generations: &[u8; WARP_LANES],
+    handles: &mut [Handle; WARP_LANES],
+) -> Result<(), LayoutError> {
+    let arranged = matches!(arrangement, Arrangement::Arranged(_)) && geometry.is_arranged();
     let tile_log2 = geometry.tile_log2;
-    if arranged.is_some() && !(MIN_TILE_LOG2..=MAX_TILE_LOG2).contains(&tile_log2) {
+    if arranged && !(MIN_TILE_LOG2..=MAX_TILE_LOG2).contains(&tile_log2) {
         return Err(LayoutError::BadTile(tile_log2));
     }
-    let high_bits = match arranged {
-        Some(_) => {
-            (HandleKind::Arranged as u64) << KIND_SHIFT
-                | u64::from(tile_log2 - MIN_TILE_LOG2) << TILE_SHIFT
-        }
-        None => 0,
+    let high_bits = if arranged {
+        (HandleKind::Arranged as u64) << KIND_SHIFT
+            | u64::from(tile_log2 - MIN_TILE_LOG2) << TILE_SHIFT
+    } else {
+        0
     };
-    // Each lane's object offset in the chunk; the three placements are separate loops so each
-    // stays simple.
-    let mut offsets = [0u64; WARP_LANES];
-    match arranged {
-        Some(order) => {
-            for (offset, &slot) in offsets.iter_mut().zip(order.slots()) {
-                *offset = u64::from(slot) << tile_log2;
-            }
-        }
-        None if geometry.is_arranged() => {
-            let mut next = 0u64;
-            for offset in offsets.iter_mut() {
-                *offset = next;
-                next += geometry.lane_span;
-            }
-        }
-        None => {
-            let mut next = 0u64;
-            for (offset, size) in offsets.iter_mut().zip(sizes) {
-                *offset = next;
-                next += size.next_multiple_of(crate::SMALL_ALIGN);
-            }
-        }
-    }
     // Branch-free per lane (lanes asking 0 are common and unpredictable): a lane that asked 0
     // is masked to NULL. An address is too wide when it has a bit above the address field, so
     // one OR over the live lanes checks them all.
-    let mut bits = [0u64; WARP_LANES];
     let mut any_high = 0u64;
     for lane in 0..WARP_LANES {
         let live = 0u64.wrapping_sub(u64::from(sizes[lane] != 0));
@@ -239,9 +269,10 @@ pub fn lane_handles(
         let generation = u64::from(generations[lane] % GENERATIONS);
         // The base too: an address that wrapped past 2^64 must not pass as narrow.
         any_high |= (address | chunk_base) & live;
-        bits[lane] =
+        handles[lane] = Handle(
             (high_bits | (lane as u64) << LANE_SHIFT | generation << GENERATION_SHIFT | address)
-                & live;
+                & live,
+        );
     }
     if any_high > ADDRESS_MASK {
         let widest = (0..WARP_LANES)
@@ -251,7 +282,7 @@ pub fn lane_handles(
             .unwrap_or(0);
         return Err(LayoutError::AddressTooWide(widest));
     }
-    Ok(bits.map(Handle))
+    Ok(())
 }
 
 /// Thread-contiguous handles: plain, lane `l` at `chunk_base + l * lane_span` (small chunks:

@@ -17,7 +17,8 @@ pub mod slot;
 pub use error::LayoutError;
 pub use geometry::{Geometry, GeometryConfig, SizeClass, small_offsets};
 pub use handle::{
-    Arrangement, GENERATIONS, Handle, HandleKind, contiguous_handles, lane_handles, warp_handles,
+    Arrangement, GENERATIONS, Handle, HandleKind, contiguous_handles, handles_at, lane_handles,
+    lane_offsets, warp_handles,
 };
 pub use slot::SlotOrder;
 
