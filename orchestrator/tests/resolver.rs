@@ -724,3 +724,44 @@ fn recycled_runs_go_back_to_the_tree_before_an_out_of_memory() {
     assert_eq!(two.chunk_base, chunks[100].chunk_base);
     r.check_invariants().unwrap();
 }
+
+/// A warp free naming every lane of a chunk frees it at once only when every lane is still live:
+/// with one lane freed before, that lane is a double free and the others are freed, lane by lane.
+#[test]
+fn a_warp_free_with_a_lane_freed_before_is_judged_lane_by_lane() {
+    let mut r = resolver();
+    for arrangement in [
+        Arrangement::Contiguous,
+        Arrangement::Arranged(SlotOrder::Pattern),
+    ] {
+        for size in [100, 8 << 10, 100 << 10] {
+            let mut sizes = [0u64; 32];
+            sizes[..4].fill(size);
+            let a = r.alloc(&sizes, arrangement).unwrap();
+            let words = a.handles.map(|h| h.0);
+            let request = RequestRecord {
+                op: Op::Free as u32,
+                lane_mask: u32::MAX,
+                warp: 1,
+                reserved: 0,
+                words,
+            };
+            assert_eq!(r.free(a.handles[2]), LaneStatus::Ok);
+            let reply = r.resolve(&request);
+            assert_eq!(Status::from_code(reply.status), Some(Status::Partial));
+            assert_eq!(reply.failed_lanes, 1 << 2);
+            assert_eq!(reply.lane_status[2], LaneStatus::DoubleFree as u8);
+            for lane in [0, 1, 3] {
+                assert_eq!(reply.lane_status[lane], LaneStatus::Ok as u8);
+            }
+            assert_eq!(r.chunk_containing(a.chunk_base), None, "released");
+            r.check_invariants().unwrap();
+            // The same request again: the chunk is gone, each lane a double free.
+            let again = r.resolve(&request);
+            assert_eq!(again.failed_lanes, 0b1111);
+            r.check_invariants().unwrap();
+        }
+    }
+    r.drain_quarantine();
+    assert!(r.is_empty());
+}
