@@ -11,7 +11,9 @@
 //!   small chunk searches the small space's tree), to compare in one run.
 //! - `serve/batch_1024`: the service thread's sweep (`Server::serve_once`): 1024 pending requests
 //!   in a 1024-port mailbox (half allocations, half frees) are collected, resolved and answered;
-//!   posting them (the device's part) is not timed.
+//!   posting them (the device's part) is not timed. `serve/sparse_8192_32`: the same with 32
+//!   requests spread over an 8192-port mailbox (the GPU runtime's size), where reading every
+//!   port's sequence number is a large part of a sweep.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -131,54 +133,62 @@ fn bench_resolve(c: &mut Criterion) {
 }
 
 fn bench_serve(c: &mut Criterion) {
-    const PORTS: usize = 1024;
     let mut g = c.benchmark_group("serve");
-    g.throughput(Throughput::Elements(PORTS as u64));
-    let resolver = Arc::new(Mutex::new(resolver()));
-    let mailbox = Arc::new(Mailbox::new(PORTS).unwrap());
-    let mut server = Server::new(
-        mailbox.clone(),
-        resolver.clone(),
-        Arc::new(ServiceStats::default()),
-        PORTS,
-    );
-    let mut stream = Stream(0xDEAD_BEEF_1234_5679);
-    let mut live: VecDeque<[u64; 32]> = {
-        let mut r = resolver.lock();
-        (0..WINDOW)
-            .map(|_| handles_of(&mut r, &stream.alloc()))
-            .collect()
-    };
-    let mut seq = vec![0u32; PORTS];
-    // Allocations posted in the last round, collected after it was served.
-    let mut posted: Vec<(usize, RequestRecord)> = Vec::new();
-    g.bench_function("batch_1024", |b| {
-        b.iter_custom(|iterations| {
-            let mut timed = Duration::ZERO;
-            for _ in 0..iterations {
-                for (port, s) in seq.iter_mut().enumerate() {
-                    let request = if port % 2 == 0 {
-                        let r = stream.alloc();
-                        posted.push((port, r));
-                        r
-                    } else {
-                        free_request(&live.pop_front().expect("the window is full"))
-                    };
-                    *s += 1;
-                    mailbox.post_request(port, *s, &request);
+    // (name, ports, requests pending per sweep): a full mailbox, and a large one with few
+    // requests waiting, as when most warps are busy elsewhere (the sweep reads every port).
+    for (name, ports, pending) in [("batch_1024", 1024, 1024), ("sparse_8192_32", 8192, 32)] {
+        g.throughput(Throughput::Elements(pending as u64));
+        let resolver = Arc::new(Mutex::new(resolver()));
+        let mailbox = Arc::new(Mailbox::new(ports).unwrap());
+        let mut server = Server::new(
+            mailbox.clone(),
+            resolver.clone(),
+            Arc::new(ServiceStats::default()),
+            1024,
+        );
+        let mut stream = Stream(0xDEAD_BEEF_1234_5679);
+        let mut live: VecDeque<[u64; 32]> = {
+            let mut r = resolver.lock();
+            (0..WINDOW)
+                .map(|_| handles_of(&mut r, &stream.alloc()))
+                .collect()
+        };
+        let mut seq = vec![0u32; ports];
+        let stride = ports / pending;
+        let mut round = 0usize;
+        // Allocations posted in the last round, collected after it was served.
+        let mut posted: Vec<(usize, RequestRecord)> = Vec::new();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iterations| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iterations {
+                    // Evenly spread ports, shifted every round.
+                    round += 1;
+                    for k in 0..pending {
+                        let port = k * stride + round % stride;
+                        let request = if k % 2 == 0 {
+                            let r = stream.alloc();
+                            posted.push((port, r));
+                            r
+                        } else {
+                            free_request(&live.pop_front().expect("the window is full"))
+                        };
+                        seq[port] += 1;
+                        mailbox.post_request(port, seq[port], &request);
+                    }
+                    let started = Instant::now();
+                    let served = server.serve_once();
+                    timed += started.elapsed();
+                    assert_eq!(served, pending);
+                    for (port, request) in posted.drain(..) {
+                        let reply = mailbox.take_reply(port, seq[port]).expect("answered");
+                        live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
+                    }
                 }
-                let started = Instant::now();
-                let served = server.serve_once();
-                timed += started.elapsed();
-                assert_eq!(served, PORTS);
-                for (port, request) in posted.drain(..) {
-                    let reply = mailbox.take_reply(port, seq[port]).expect("answered");
-                    live.push_back(handles_from_reply(&reply, &request.words).map(|h| h.0));
-                }
-            }
-            timed
-        })
-    });
+                timed
+            })
+        });
+    }
     g.finish();
 }
 

@@ -47,6 +47,16 @@ pub struct Pending {
     pub in_order: bool,
 }
 
+impl Pending {
+    /// What a port whose device published `seq` and whose host acknowledged `ack` holds.
+    fn of(seq: u32, ack: u32) -> Option<Self> {
+        (seq != ack).then(|| Pending {
+            seq,
+            in_order: seq == ack.wrapping_add(1),
+        })
+    }
+}
+
 /// The shared ports.
 pub struct Mailbox {
     ports: usize,
@@ -207,10 +217,30 @@ impl Mailbox {
     pub fn pending(&self, port: usize) -> Option<Pending> {
         let seq = self.storage.req_seq()[port].load(Ordering::Acquire);
         let ack = self.storage.ack_seq()[port].load(Ordering::Relaxed);
-        (seq != ack).then(|| Pending {
-            seq,
-            in_order: seq == ack.wrapping_add(1),
-        })
+        Pending::of(seq, ack)
+    }
+
+    /// [`Mailbox::pending`] for each port of `ports` in order: `take` gets every port holding a
+    /// request not yet answered, until it returns `false`. Returns whether the whole range was
+    /// read. The sequence arrays are looked up once for the range, so a sweep of thousands of
+    /// ports costs a few instructions a port.
+    pub fn scan_pending(
+        &self,
+        ports: std::ops::Range<usize>,
+        mut take: impl FnMut(usize, Pending) -> bool,
+    ) -> bool {
+        let first = ports.start;
+        let requested = &self.storage.req_seq()[ports.clone()];
+        let acknowledged = &self.storage.ack_seq()[ports];
+        for (i, (req, ack)) in requested.iter().zip(acknowledged).enumerate() {
+            let seq = req.load(Ordering::Acquire);
+            if let Some(p) = Pending::of(seq, ack.load(Ordering::Relaxed))
+                && !take(first + i, p)
+            {
+                return false;
+            }
+        }
+        true
     }
 
     /// The request on `port` (call after [`Mailbox::pending`] saw it).

@@ -149,20 +149,30 @@ impl Server {
     fn collect(&mut self) {
         self.batch.clear();
         let ports = self.mailbox.ports();
-        for i in 0..ports {
-            let port = (self.next_port + i) % ports;
-            if let Some(p) = self.mailbox.pending(port) {
-                self.batch.push(Taken {
+        let (mailbox, batch, max_batch) = (&self.mailbox, &mut self.batch, self.max_batch);
+        let mut full_at = None;
+        // Two plain ranges, not `(start + i) % ports`: a division per port cost more than the
+        // rest of an empty sweep.
+        let start = self.next_port;
+        for range in [start..ports, 0..start] {
+            let whole = mailbox.scan_pending(range, |port, p| {
+                batch.push(Taken {
                     port,
                     seq: p.seq,
                     in_order: p.in_order,
-                    request: self.mailbox.read_request(port),
+                    request: mailbox.read_request(port),
                 });
-                if self.batch.len() == self.max_batch {
-                    self.next_port = (port + 1) % ports;
-                    return;
+                if batch.len() == max_batch {
+                    full_at = Some(port);
                 }
+                full_at.is_none()
+            });
+            if !whole {
+                break;
             }
+        }
+        if let Some(port) = full_at {
+            self.next_port = (port + 1) % ports;
         }
     }
 

@@ -250,6 +250,40 @@ fn a_skipped_sequence_number_is_answered_and_the_port_recovers() {
     resolver.lock().check_invariants().unwrap();
 }
 
+/// A sweep takes at most a batch; the next starts after the last port taken and wraps around,
+/// so no port waits behind ports served before it.
+#[test]
+fn sweeps_take_full_batches_in_turn_and_wrap_around() {
+    let mailbox = Arc::new(Mailbox::new(16).unwrap());
+    let resolver = Arc::new(Mutex::new(
+        Resolver::new(ResolverConfig::new(1 << 40, 8)).unwrap(),
+    ));
+    let stats = Arc::new(orchestrator::stats::ServiceStats::default());
+    let mut server = Server::new(mailbox.clone(), resolver.clone(), stats, 4);
+    let mut seq = [0u32; 16];
+    let mut post = |ports: &[usize]| {
+        for &port in ports {
+            seq[port] += 1;
+            mailbox.post_request(port, seq[port], &request(Op::Alloc, 1, 64));
+        }
+        seq
+    };
+    let answered = |port: usize, seq: u32| mailbox.take_reply(port, seq).is_some();
+    let seqs = post(&[1, 3, 5, 7, 9, 11]);
+    assert_eq!(server.serve_once(), 4);
+    assert!([1, 3, 5, 7].iter().all(|&p| answered(p, seqs[p])));
+    assert!(!answered(9, seqs[9]) && !answered(11, seqs[11]));
+    // The next sweep starts at port 8: 9 and 11, then, after the wrap, 0 and 2.
+    let seqs = post(&[0, 2, 4]);
+    assert_eq!(server.serve_once(), 4);
+    assert!([9, 11, 0, 2].iter().all(|&p| answered(p, seqs[p])));
+    assert!(!answered(4, seqs[4]));
+    assert_eq!(server.serve_once(), 1);
+    assert!(answered(4, seqs[4]));
+    assert_eq!(server.serve_once(), 0, "nothing left");
+    assert_eq!(resolver.lock().live_chunks(), 9);
+}
+
 #[test]
 fn batches_serve_frees_before_allocations() {
     // One chunk fills the arena's only free block; freeing it and allocating again in one batch
