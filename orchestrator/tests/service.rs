@@ -224,14 +224,23 @@ fn request(op: Op, mask: u32, word: u64) -> RequestRecord {
     }
 }
 
+/// A mailbox of `ports`, a resolver set up as `config`, and a server over them taking at most
+/// `max_batch` requests a sweep (driven by the test, no thread).
+fn server_over(
+    ports: usize,
+    config: ResolverConfig,
+    max_batch: usize,
+) -> (Arc<Mailbox>, Arc<Mutex<Resolver>>, Server) {
+    let mailbox = Arc::new(Mailbox::new(ports).unwrap());
+    let resolver = Arc::new(Mutex::new(Resolver::new(config).unwrap()));
+    let stats = Arc::new(orchestrator::stats::ServiceStats::default());
+    let server = Server::new(mailbox.clone(), resolver.clone(), stats, max_batch);
+    (mailbox, resolver, server)
+}
+
 #[test]
 fn a_skipped_sequence_number_is_answered_and_the_port_recovers() {
-    let mailbox = Arc::new(Mailbox::new(2).unwrap());
-    let resolver = Arc::new(Mutex::new(
-        Resolver::new(ResolverConfig::new(1 << 40, 8)).unwrap(),
-    ));
-    let stats = Arc::new(orchestrator::stats::ServiceStats::default());
-    let mut server = Server::new(mailbox.clone(), resolver.clone(), stats, 8);
+    let (mailbox, resolver, mut server) = server_over(2, ResolverConfig::new(1 << 40, 8), 8);
     mailbox.post_request(1, 5, &request(Op::Alloc, 1, 64));
     assert_eq!(server.serve_once(), 1);
     assert_eq!(
@@ -254,12 +263,7 @@ fn a_skipped_sequence_number_is_answered_and_the_port_recovers() {
 /// so no port waits behind ports served before it.
 #[test]
 fn sweeps_take_full_batches_in_turn_and_wrap_around() {
-    let mailbox = Arc::new(Mailbox::new(16).unwrap());
-    let resolver = Arc::new(Mutex::new(
-        Resolver::new(ResolverConfig::new(1 << 40, 8)).unwrap(),
-    ));
-    let stats = Arc::new(orchestrator::stats::ServiceStats::default());
-    let mut server = Server::new(mailbox.clone(), resolver.clone(), stats, 4);
+    let (mailbox, resolver, mut server) = server_over(16, ResolverConfig::new(1 << 40, 8), 4);
     let mut seq = [0u32; 16];
     let mut post = |ports: &[usize]| {
         for &port in ports {
@@ -288,12 +292,9 @@ fn sweeps_take_full_batches_in_turn_and_wrap_around() {
 fn batches_serve_frees_before_allocations() {
     // One chunk fills the arena's only free block; freeing it and allocating again in one batch
     // succeeds only if the free is served first.
-    let mailbox = Arc::new(Mailbox::new(4).unwrap());
     let mut config = ResolverConfig::new(1 << 40, 2);
     config.small_blocks = 1;
-    let resolver = Arc::new(Mutex::new(Resolver::new(config).unwrap()));
-    let stats = Arc::new(orchestrator::stats::ServiceStats::default());
-    let mut server = Server::new(mailbox.clone(), resolver.clone(), stats, 8);
+    let (mailbox, _, mut server) = server_over(4, config, 8);
     mailbox.post_request(0, 1, &request(Op::Alloc, u32::MAX, 40 << 10));
     server.serve_once();
     let reply = mailbox.take_reply(0, 1).unwrap();
