@@ -5,6 +5,7 @@ use std::time::Instant;
 use anyhow::Context;
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
+use orchestrator::stats::StatsSnapshot;
 use orchestrator::{LaneStatus, Status};
 use runtime::Runtime;
 
@@ -66,6 +67,7 @@ impl Rounds for GpuRounds<'_> {
         let mut bad = stream.alloc_zeros::<u64>(1)?;
         let config = grid(sizes.len() as u64);
 
+        let before = rt.service_stats();
         let started = Instant::now();
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
         // handles, unsigned* statuses): `threads` of each, waited for below.
@@ -80,6 +82,7 @@ impl Rounds for GpuRounds<'_> {
         }?;
         launch.wait()?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
+        log_service(rt, system, threads, &before, "alloc");
         let failures = stream
             .clone_dtoh(&statuses)?
             .iter()
@@ -108,6 +111,7 @@ impl Rounds for GpuRounds<'_> {
         .wait()?;
         let bad = stream.clone_dtoh(&bad)?[0];
 
+        let before = rt.service_stats();
         let started = Instant::now();
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode,
         // unsigned* statuses): the round's handles, each freed once.
@@ -118,6 +122,7 @@ impl Rounds for GpuRounds<'_> {
         }?;
         launch.wait()?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
+        log_service(rt, system, threads, &before, "free");
         let bad_frees = stream
             .clone_dtoh(&statuses)?
             .iter()
@@ -131,5 +136,27 @@ impl Rounds for GpuRounds<'_> {
             bad,
             bad_frees,
         })
+    }
+}
+
+/// How the service thread saw one kernel: the requests it answered and the sweeps that found
+/// any (their mean size tells whether requests queued up on the host or trickled in from the
+/// device). CUDA's malloc sends none.
+fn log_service(rt: &Runtime, system: System, threads: u32, before: &StatsSnapshot, kernel: &str) {
+    let after = rt.service_stats();
+    let (requests, batches) = (
+        after.requests - before.requests,
+        after.batches - before.batches,
+    );
+    if requests > 0 {
+        tracing::info!(
+            ?system,
+            threads,
+            kernel,
+            requests,
+            batches,
+            mean_batch = requests as f64 / batches.max(1) as f64,
+            "service during the kernel"
+        );
     }
 }
