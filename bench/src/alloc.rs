@@ -24,6 +24,7 @@ mod sim;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use orchestrator::stats::StatsSnapshot;
 use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
@@ -386,6 +387,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// How the service thread saw one kernel (or one pass of CPU warps): the requests it answered
+/// and the sweeps that found any (their mean size tells whether requests queued up on the host
+/// or trickled in from the device). CUDA's malloc sends none.
+fn log_service(rt: &Runtime, system: System, threads: u32, before: &StatsSnapshot, kernel: &str) {
+    let after = rt.service_stats();
+    let (requests, batches) = (
+        after.requests - before.requests,
+        after.batches - before.batches,
+    );
+    if requests > 0 {
+        tracing::info!(
+            ?system,
+            threads,
+            kernel,
+            requests,
+            batches,
+            mean_batch = requests as f64 / batches.max(1) as f64,
+            "service during the kernel"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use std::time::Instant;
 use anyhow::Context;
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
-use orchestrator::stats::StatsSnapshot;
 use orchestrator::{LaneStatus, Status};
 use runtime::Runtime;
 
@@ -82,7 +81,7 @@ impl Rounds for GpuRounds<'_> {
         }?;
         launch.wait()?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
-        log_service(rt, system, threads, &before, "alloc");
+        super::log_service(rt, system, threads, &before, "alloc");
         let failures = stream
             .clone_dtoh(&statuses)?
             .iter()
@@ -122,7 +121,7 @@ impl Rounds for GpuRounds<'_> {
         }?;
         launch.wait()?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
-        log_service(rt, system, threads, &before, "free");
+        super::log_service(rt, system, threads, &before, "free");
         let bad_frees = stream
             .clone_dtoh(&statuses)?
             .iter()
@@ -136,27 +135,5 @@ impl Rounds for GpuRounds<'_> {
             bad,
             bad_frees,
         })
-    }
-}
-
-/// How the service thread saw one kernel: the requests it answered and the sweeps that found
-/// any (their mean size tells whether requests queued up on the host or trickled in from the
-/// device). CUDA's malloc sends none.
-fn log_service(rt: &Runtime, system: System, threads: u32, before: &StatsSnapshot, kernel: &str) {
-    let after = rt.service_stats();
-    let (requests, batches) = (
-        after.requests - before.requests,
-        after.batches - before.batches,
-    );
-    if requests > 0 {
-        tracing::info!(
-            ?system,
-            threads,
-            kernel,
-            requests,
-            batches,
-            mean_batch = requests as f64 / batches.max(1) as f64,
-            "service during the kernel"
-        );
     }
 }

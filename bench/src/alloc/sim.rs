@@ -43,6 +43,8 @@ impl Rounds for SimRounds<'_> {
         let rt = self.rt;
         let handles: Vec<AtomicU64> = sizes.iter().map(|_| AtomicU64::new(0)).collect();
         let failures = AtomicU64::new(0);
+        let threads = sizes.len() as u32;
+        let before = rt.service_stats();
         let started = Instant::now();
         warps(rt, sizes.len(), |warp, first, mask| {
             let n = mask.count_ones() as usize;
@@ -64,6 +66,7 @@ impl Rounds for SimRounds<'_> {
             }
         })?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
+        super::log_service(rt, system, threads, &before, "alloc");
         let handle = |t: usize| Handle(handles[t].load(Ordering::Relaxed));
         let last = |t: usize| (sizes[t] / 8 - 1) * 8;
         // The warp's threads whose object gets tags.
@@ -89,6 +92,7 @@ impl Rounds for SimRounds<'_> {
             }
         })?;
         let bad_frees = AtomicU64::new(0);
+        let before = rt.service_stats();
         let started = Instant::now();
         warps(rt, sizes.len(), |warp, first, mask| {
             let mut lanes = [Handle(0); WARP_LANES];
@@ -106,6 +110,7 @@ impl Rounds for SimRounds<'_> {
             bad_frees.fetch_add(wrong as u64, Ordering::Relaxed);
         })?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
+        super::log_service(rt, system, threads, &before, "free");
         check_empty(rt, system)?;
         Ok(Round {
             alloc_ms,
