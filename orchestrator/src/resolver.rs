@@ -398,8 +398,7 @@ impl Resolver {
             if pending == 0 {
                 break;
             }
-            let (start, bytes) = segment.range();
-            let mine = pending & lane_mask(|l| handles[l].address().wrapping_sub(start) < bytes);
+            let mine = pending & lane_mask(|l| segment.contains(handles[l].address()));
             if mine != 0 {
                 failed |= segment.free_lanes(handles, mine, &mut outcomes);
                 pending &= !mine;

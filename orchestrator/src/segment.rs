@@ -174,8 +174,8 @@ impl Segment {
 
     /// Whether `address` lies in this segment.
     pub(crate) fn contains(&self, address: u64) -> bool {
-        let start = self.config.arena_base;
-        (start..start + self.config.arena_blocks as u64 * VABLOCK_BYTES).contains(&address)
+        let (start, bytes) = self.range();
+        address.wrapping_sub(start) < bytes
     }
 
     /// The segment's first byte and length.
