@@ -17,10 +17,9 @@
 //! largest free aligned region) unless it is full, owns only blocks the arena has allocated, and
 //! returns a block to the arena the moment it becomes empty.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use crate::error::PortionError;
 use crate::ortree::OrTree;
+use crate::summary::{SummaryBits, WORD_BITS};
 
 /// Leaves (64 KiB big pages) in one 2 MiB VABlock.
 pub const LEAVES_PER_BLOCK: u32 = 32;
@@ -188,12 +187,23 @@ impl Warptree {
 }
 
 /// Portion VABlocks in use, taken from and given back to the arena's `OrTree`.
+///
+/// Blocks are found by index: occupancy in a vector over the arena's blocks (a block is held
+/// exactly when its tree is not empty, since an emptied block goes back at once) and one bit
+/// set per room size, whose lowest set bit is the lowest block with that room. Both grow to the
+/// arena's size on first use, so the pool costs nothing until it holds a block.
 #[derive(Clone, Debug, Default)]
 pub struct PortionPool {
-    blocks: BTreeMap<usize, PortionTree>,
-    /// `by_room[k]`: blocks whose largest free aligned region has `2^k` leaves. Full blocks are in none.
-    by_room: [BTreeSet<usize>; 6],
+    /// Occupancy of each block up to the highest one held so far.
+    blocks: Vec<PortionTree>,
+    held: usize,
+    /// `by_room[k]`: the blocks whose largest free aligned region has `2^k` leaves (full blocks
+    /// are in none); empty until the first allocation sizes them to the arena.
+    by_room: Vec<SummaryBits>,
 }
+
+/// Room sizes: largest free aligned regions of 1..=32 leaves.
+const ROOMS: usize = 6;
 
 impl PortionPool {
     /// A pool with no blocks.
@@ -203,12 +213,34 @@ impl PortionPool {
 
     /// Portion VABlocks the pool holds.
     pub fn block_count(&self) -> usize {
-        self.blocks.len()
+        self.held
     }
 
     /// The block's occupancy, if the pool holds it.
     pub fn block(&self, block: usize) -> Option<&PortionTree> {
-        self.blocks.get(&block)
+        self.blocks.get(block).filter(|t| !t.is_empty())
+    }
+
+    /// Room bit sets that cover `arena_blocks` blocks (kept bits stay).
+    fn cover(&mut self, arena_blocks: usize) {
+        let words = arena_blocks.div_ceil(WORD_BITS).max(1);
+        if self
+            .by_room
+            .first()
+            .is_some_and(|r| r.words().len() >= words)
+        {
+            return;
+        }
+        self.by_room = (0..ROOMS)
+            .map(|k| {
+                let mut bits = self
+                    .by_room
+                    .get(k)
+                    .map_or_else(Vec::new, |r| r.words().to_vec());
+                bits.resize(words, 0);
+                SummaryBits::new(bits)
+            })
+            .collect();
     }
 
     /// Place a warptree of `2^log2_leaves` leaves. It goes into the held block with the least room
@@ -222,8 +254,8 @@ impl PortionPool {
         if log2_leaves > MAX_WARPTREE_LOG2 {
             return Err(PortionError::BadWarptreeSize { log2_leaves });
         }
-        let held = (log2_leaves as usize + 1..self.by_room.len())
-            .find_map(|k| self.by_room[k].first().copied());
+        self.cover(arena.len());
+        let held = (log2_leaves as usize + 1..ROOMS).find_map(|k| self.by_room[k].first_set());
         let block = match held {
             Some(block) => block,
             None => {
@@ -231,15 +263,14 @@ impl PortionPool {
                     crate::OrTreeError::NoSpace { .. } => PortionError::ArenaFull,
                     other => PortionError::Arena(other),
                 })?;
-                self.blocks.insert(block, PortionTree::new());
-                self.by_room[5].insert(block);
+                if block >= self.blocks.len() {
+                    self.blocks.resize(block + 1, PortionTree::new());
+                }
+                self.held += 1;
                 block
             }
         };
-        let tree = self
-            .blocks
-            .get_mut(&block)
-            .expect("bucketed blocks are held");
+        let tree = &mut self.blocks[block];
         let before = tree.largest_free_region_log2();
         let first_leaf = tree.alloc(log2_leaves)?;
         let after = tree.largest_free_region_log2();
@@ -258,10 +289,10 @@ impl PortionPool {
         block: usize,
         first_leaf: u32,
     ) -> Result<Warptree, PortionError> {
-        let tree = self
-            .blocks
-            .get_mut(&block)
-            .ok_or(PortionError::UnknownBlock { block })?;
+        let tree = match self.blocks.get_mut(block) {
+            Some(tree) if !tree.is_empty() => tree,
+            _ => return Err(PortionError::UnknownBlock { block }),
+        };
         if arena.is_free(block)? {
             return Err(PortionError::Invariant(format!(
                 "held block {block} is free in the arena"
@@ -269,12 +300,14 @@ impl PortionPool {
         }
         let before = tree.largest_free_region_log2();
         let log2_leaves = tree.free(first_leaf)?;
-        if tree.is_empty() {
-            self.blocks.remove(&block);
+        let after = tree.largest_free_region_log2();
+        let emptied = tree.is_empty();
+        if emptied {
+            // An empty block has the room of a whole block, but it is not kept.
             Self::rebucket(&mut self.by_room, block, before, None);
+            self.held -= 1;
             arena.free_one(block)?;
         } else {
-            let after = tree.largest_free_region_log2();
             Self::rebucket(&mut self.by_room, block, before, after);
         }
         Ok(Warptree {
@@ -285,7 +318,7 @@ impl PortionPool {
     }
 
     fn rebucket(
-        by_room: &mut [BTreeSet<usize>; 6],
+        by_room: &mut [SummaryBits],
         block: usize,
         before: Option<u32>,
         after: Option<u32>,
@@ -294,41 +327,62 @@ impl PortionPool {
             return;
         }
         if let Some(k) = before {
-            by_room[k as usize].remove(&block);
+            by_room[k as usize].assign(block, false);
         }
         if let Some(k) = after {
-            by_room[k as usize].insert(block);
+            by_room[k as usize].assign(block, true);
         }
+    }
+
+    /// Whether `block` is in room bucket `k`.
+    fn in_room(&self, k: usize, block: usize) -> bool {
+        self.by_room
+            .get(k)
+            .and_then(|r| r.words().get(block / WORD_BITS))
+            .is_some_and(|w| w >> (block % WORD_BITS) & 1 == 1)
     }
 
     /// Verify the pool's invariants against the arena it draws from.
     pub fn check_invariants(&self, arena: &OrTree) -> Result<(), PortionError> {
         let fail = |what: String| Err(PortionError::Invariant(what));
-        let bucketed: usize = self.by_room.iter().map(BTreeSet::len).sum();
-        let full = self
-            .blocks
-            .values()
-            .filter(|t| t.largest_free_region_log2().is_none())
-            .count();
-        if bucketed + full != self.blocks.len() {
-            return fail(format!(
-                "{bucketed} bucketed + {full} full blocks, but {} held",
-                self.blocks.len()
-            ));
+        for room in &self.by_room {
+            room.check().map_err(PortionError::Invariant)?;
         }
-        for (&block, tree) in &self.blocks {
+        let bucketed: usize = self
+            .by_room
+            .iter()
+            .flat_map(|r| r.words())
+            .map(|w| w.count_ones() as usize)
+            .sum();
+        let mut held = 0;
+        let mut full = 0;
+        for (block, tree) in self.blocks.iter().enumerate() {
             tree.check_invariants()?;
             if tree.is_empty() {
-                return fail(format!("empty block {block} was not given back"));
+                if (0..ROOMS).any(|k| self.in_room(k, block)) {
+                    return fail(format!("block {block} is not held but is in a room bucket"));
+                }
+                continue;
             }
+            held += 1;
             if arena.is_free(block)? {
                 return fail(format!("held block {block} is free in the arena"));
             }
-            if let Some(k) = tree.largest_free_region_log2()
-                && !self.by_room[k as usize].contains(&block)
-            {
-                return fail(format!("block {block} is not in room bucket {k}"));
+            match tree.largest_free_region_log2() {
+                Some(k) if !self.in_room(k as usize, block) => {
+                    return fail(format!("block {block} is not in room bucket {k}"));
+                }
+                Some(_) => {}
+                None => full += 1,
             }
+        }
+        if held != self.held {
+            return fail(format!("{held} blocks held but {} counted", self.held));
+        }
+        if bucketed + full != held {
+            return fail(format!(
+                "{bucketed} bucketed + {full} full blocks, but {held} held"
+            ));
         }
         Ok(())
     }
