@@ -1,15 +1,19 @@
-//! Generations of lane-object addresses: a counter per place an object can start at (16 B
-//! granules of the small space, 4 KiB pages elsewhere, since portion and large objects start on
-//! tiles of 4 KiB or more). Each new object at an address gets the next generation of that
-//! address, cycling through 1..=127, so a stale handle can pass for a live one only after 127 new
-//! objects started at its exact address; 0 means no object ever started there, which tells a
-//! double free of a gone chunk from a foreign pointer.
+//! Generations of lane objects: a counter per 256-byte unit of the small space and per 4 KiB page
+//! elsewhere (portion and large objects start on tiles of 4 KiB or more, so there a page holds
+//! at most one object start). Each new chunk advances, once, the counter of every unit or page
+//! where one of its objects starts, cycling through 1..=127, and its objects there take that
+//! generation. So a stale handle can pass for a live one only after 127 chunks started objects in
+//! its unit (or page) and the last one put an object for the same lane at its exact address; 0
+//! means no object ever started there, which tells a double free of a gone chunk from a foreign
+//! pointer.
 //!
-//! Counting per object address matters: a counter shared by a wider place (per chunk start, or
-//! per 256-byte unit) advances with allocations that never start an object at the stale handle's
-//! address, so it can come back to the stale generation much sooner; the GPU once caught a
-//! stale free that way (docs/mailbox.md). The cost is a table byte per 16 bytes of small space,
-//! and about a cache line per lane of a small chunk.
+//! Why this granule: a counter per 16-byte object address counts only the objects started at
+//! that exact address, but a small chunk's lanes then hit a cache line each (objects of a few
+//! hundred bytes put their counters a line apart), and those lines were the allocation's main
+//! cost. A counter per unit puts a whole small chunk's counters in a line or two. A counter
+//! advanced by every chunk that merely covered the place, or counted per chunk start, can come
+//! back to a stale generation much sooner; the GPU once caught a stale free that way with 3-bit
+//! generations and no quarantine (docs/mailbox.md).
 
 use translator::{GENERATIONS, WARP_LANES};
 
@@ -18,6 +22,8 @@ use crate::resolver::set_lanes;
 
 /// Object starts in the small space are 16-byte aligned.
 const SMALL_GRANULE: u64 = 16;
+/// The small space counts per unit of its tree.
+const SMALL_COUNTED: u64 = translator::SMALL_UNIT_BYTES;
 /// Portion and large objects start on tiles of at least 4 KiB.
 const TILE_GRANULE: u64 = 4096;
 
@@ -25,7 +31,7 @@ const TILE_GRANULE: u64 = 4096;
 #[derive(Clone, Debug)]
 pub struct Generations {
     regions: ArenaRegions,
-    /// Per 16-byte granule of the small space.
+    /// Per 256-byte unit of the small space.
     small: Vec<u8>,
     /// Per 4 KiB page of the rest.
     rest: Vec<u8>,
@@ -42,26 +48,28 @@ impl Generations {
     pub fn new(regions: ArenaRegions) -> Self {
         Self {
             regions,
-            small: vec![0; (regions.bytes(Region::Small) / SMALL_GRANULE) as usize],
+            small: vec![0; (regions.bytes(Region::Small) / SMALL_COUNTED) as usize],
             rest: vec![0; (regions.bytes(Region::Rest) / TILE_GRANULE) as usize],
         }
     }
 
-    /// Whether an object ever started at `address`.
+    /// Whether `address` is a place an object can start at (16-byte aligned in the small space,
+    /// a page elsewhere) in a unit or page where some object once started.
     pub fn seen(&self, address: u64) -> bool {
         let Some((region, offset)) = self.regions.locate(address) else {
             return false;
         };
-        let (counters, granule) = match region {
-            Region::Small => (&self.small, SMALL_GRANULE),
-            Region::Rest => (&self.rest, TILE_GRANULE),
+        let (counters, aligned, counted) = match region {
+            Region::Small => (&self.small, SMALL_GRANULE, SMALL_COUNTED),
+            Region::Rest => (&self.rest, TILE_GRANULE, TILE_GRANULE),
         };
-        offset.is_multiple_of(granule) && counters[(offset / granule) as usize] != 0
+        offset.is_multiple_of(aligned) && counters[(offset / counted) as usize] != 0
     }
 
-    /// Give the object of each lane in `live`, at `base + offsets[lane]` (one new chunk: every
-    /// object in one region), the next generation of its address; each lane's generation, 0 for
-    /// lanes not in `live`. One region lookup serves every lane.
+    /// Stamp one new chunk at `base` (every object in one region) whose lanes in `live` have
+    /// objects at `base + offsets[lane]`: advance the counter of each unit or page where an
+    /// object starts, once, and return each lane's generation (0 for lanes not in `live`).
+    /// One region lookup serves every lane.
     pub fn stamp(&mut self, base: u64, offsets: &[u64; WARP_LANES], live: u32) -> [u8; WARP_LANES] {
         let mut generations = [0u8; WARP_LANES];
         if live == 0 {
@@ -71,15 +79,25 @@ impl Generations {
             .regions
             .locate(base)
             .expect("chunks start inside the arena");
-        let (counters, granule) = match region {
-            Region::Small => (&mut self.small, SMALL_GRANULE),
+        let (counters, counted) = match region {
+            Region::Small => (&mut self.small, SMALL_COUNTED),
             Region::Rest => (&mut self.rest, TILE_GRANULE),
         };
-        let shift = granule.trailing_zeros();
+        let shift = counted.trailing_zeros();
+        // A small chunk packs its lanes in lane order, so lanes sharing a unit come one after
+        // another; elsewhere every lane has its own page. Advancing a counter only when the
+        // place differs from the previous lane's therefore advances each place once.
+        let mut previous = usize::MAX;
+        let mut generation = 0u8;
         for lane in set_lanes(live) {
-            let counter = &mut counters[((base_offset + offsets[lane]) >> shift) as usize];
-            *counter = bumped(*counter);
-            generations[lane] = *counter;
+            let place = ((base_offset + offsets[lane]) >> shift) as usize;
+            if place != previous {
+                let counter = &mut counters[place];
+                *counter = bumped(*counter);
+                generation = *counter;
+                previous = place;
+            }
+            generations[lane] = generation;
         }
         generations
     }
@@ -119,21 +137,43 @@ mod tests {
     }
 
     #[test]
-    fn each_small_address_counts_on_its_own() {
+    fn a_chunk_advances_each_small_unit_it_starts_objects_in_once() {
         let mut g = generations();
         let (a, b) = (BASE + 32, BASE + 48);
         assert!(!g.seen(a));
+        // Two objects in one unit share its next generation.
         assert_eq!(stamp(&mut g, &[(0, a), (1, b)]), [1, 1]);
         assert_eq!(stamp(&mut g, &[(0, a)]), [2]);
-        assert_eq!(stamp(&mut g, &[(3, b), (5, BASE + 256)]), [2, 1]);
+        // A chunk with objects in two units: each unit advances once.
+        assert_eq!(
+            stamp(&mut g, &[(3, b), (4, BASE + 240), (5, BASE + 256)]),
+            [3, 3, 1]
+        );
         assert!(g.seen(a) && g.seen(b) && g.seen(BASE + 256));
-        assert!(!g.seen(BASE + 16 * 5), "no object started there");
+        assert!(
+            g.seen(BASE + 16 * 5),
+            "a granule of a unit where objects started"
+        );
         assert!(!g.seen(a + 8), "not a granule start");
+        assert!(!g.seen(BASE + 512), "no object started in that unit");
         // Counters cycle through 1..=127.
-        for expect in (3..128).chain([1, 2]) {
+        for expect in (4..128).chain([1, 2]) {
             assert_eq!(stamp(&mut g, &[(0, a)]), [expect]);
         }
-        assert_eq!(stamp(&mut g, &[(0, b)]), [3], "neighbours are independent");
+        assert_eq!(
+            stamp(&mut g, &[(0, BASE + 256)]),
+            [2],
+            "units are independent"
+        );
+    }
+
+    #[test]
+    fn a_unit_covered_without_an_object_start_keeps_its_generation() {
+        let mut g = generations();
+        // One lane's object spans units 0..2 from the start of unit 0; unit 1 holds no start.
+        assert_eq!(stamp(&mut g, &[(0, BASE), (1, BASE + 512)]), [1, 1]);
+        assert!(!g.seen(BASE + 256));
+        assert_eq!(stamp(&mut g, &[(0, BASE + 256)]), [1]);
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
 //! freed; one whose object was freed, or whose address now holds a newer object (its 7-bit
 //! generation differs), is a double free; one that points inside a chunk but not at a lane's start
-//! is an interior pointer; anything else is invalid. Generations count per object address
-//! ([`Generations`]), so a stale handle passes for a live one only after 127 new objects started
-//! at its exact address (documented limit). An address in no live chunk at which an object once
-//! started is a double free; any other is invalid.
+//! is an interior pointer; anything else is invalid. Generations count per 256-byte unit of the
+//! small space and per page elsewhere, advanced once by each chunk with an object starting there
+//! ([`Generations`]), so a stale handle passes for a live one only after 127 chunks started
+//! objects in its unit (documented limit). An object-start address in no live chunk, in a unit
+//! where an object once started, is a double free; any other is invalid.
 //!
 //! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
 //! back to the structures, so a just-freed address is not handed out again at once:

@@ -549,6 +549,39 @@ fn each_bad_free_has_its_status_and_harms_nothing() {
     assert_eq!(counters.by_lane_status[LaneStatus::DoubleFree as usize], 3);
 }
 
+/// After a small chunk is gone, a free at a place an object can start is judged by the 256-byte
+/// unit's generation counter: in a unit where an object started, a double free; in a unit where
+/// none ever did, an invalid handle.
+#[test]
+fn frees_after_a_small_chunk_is_gone_are_judged_by_unit() {
+    let mut r = resolver_without_quarantine();
+    let mut sizes = [0u64; 32];
+    sizes[0] = 64;
+    sizes[1] = 64;
+    let reply = r.resolve(&alloc_request(Op::Alloc, u32::MAX, sizes));
+    let handles = orchestrator::cpu::handles_from_reply(&reply, &sizes);
+    let base = handles[0].address();
+    assert_eq!(handles[1].address(), base + 64);
+    for lane in 0..2 {
+        assert_eq!(
+            free_one(&mut r, lane, handles[lane as usize]),
+            LaneStatus::Ok
+        );
+    }
+    let unit_start = base - base % 256;
+    for (address, expect) in [
+        (base + 64, LaneStatus::DoubleFree),     // an object started here
+        (base + 128, LaneStatus::DoubleFree),    // none did, but one started in the unit
+        (base + 136, LaneStatus::InvalidHandle), // not 16-byte aligned
+        (unit_start + 256, LaneStatus::InvalidHandle), // no object ever started in that unit
+    ] {
+        let h = Handle::plain(address, 1).unwrap();
+        assert_eq!(free_one(&mut r, 1, h), expect, "free at {address:#x}");
+    }
+    r.check_invariants().unwrap();
+    assert!(r.is_empty());
+}
+
 #[test]
 fn arrangement_reaches_the_handles() {
     let mut r = resolver();
@@ -563,9 +596,9 @@ fn arrangement_reaches_the_handles() {
 }
 
 /// A chunk that starts elsewhere can put a lane object at exactly the address a stale handle
-/// points to, with the same lane id. Generations count per object address, so the stale handle
-/// never frees the new object, however often the pattern repeats (fewer than 127 reuses between
-/// the free and the stale free).
+/// points to, with the same lane id. Every chunk that starts an object in a unit advances that
+/// unit's generation, so the stale handle never frees the new object, however often the pattern
+/// repeats (fewer than 127 chunks in the unit between the free and the stale free).
 #[test]
 fn a_stale_handle_never_frees_a_new_object_at_its_address() {
     let mut r = resolver_without_quarantine();

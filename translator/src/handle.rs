@@ -10,8 +10,8 @@
 //!
 //! The generation has 7 bits (the kind needs 1 and the tile 3): with 3, a stale handle held for
 //! seconds by a delayed warp aliased a new object after 8 reuses of a hot address (seen on the
-//! GPU); 127 new objects must now start at that exact address before that can happen (generations
-//! cycle through 1..=127; 0 marks an address where no object ever started).
+//! GPU); 127 new chunks must now start objects in the same 256-byte unit (or page) before that
+//! can happen (generations cycle through 1..=127; 0 marks a place where no object ever started).
 //!
 //! `translate(h, off)` is `addr + off` for plain handles and, for arranged ones with tile `2^t`,
 //! `addr + ((off >> t) << (t + 5)) + (off & (2^t - 1))`: tile `k` of a lane lies `k` tile rows of
