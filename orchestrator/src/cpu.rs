@@ -5,7 +5,8 @@
 //! A warp call, as on the GPU: pick a port by hashing the warp id and probe linearly for one whose
 //! lock is free (the locks live in "device memory", here [`CpuDevice`]); post the request as the
 //! port's acknowledged sequence number plus 1; wait for the acknowledgement with backoff,
-//! giving up with `Shutdown` once the host has closed the mailbox; build the lanes' handles from
+//! reading the closed flag every few polls and giving up with `Shutdown` once the host has
+//! closed the mailbox (never before posting, as the client); build the lanes' handles from
 //! the reply; release the lock. Warps may outnumber ports: a warp without a port keeps probing,
 //! and every port holder finishes because the host answers every in-order request.
 
@@ -16,6 +17,10 @@ use translator::{Geometry, Handle, SizeClass, SlotOrder, WARP_LANES, lane_handle
 
 use crate::mailbox::Mailbox;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+
+/// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
+/// in the CUDA client).
+pub const POLLS_PER_CLOSED_CHECK: u32 = 8;
 
 /// What the GPU keeps in device memory for the mailbox: a lock per port.
 pub struct CpuDevice {
@@ -69,9 +74,6 @@ impl CpuDevice {
 
     /// Send one request from warp `warp` and wait for its reply.
     pub fn call(&self, warp: u32, mut request: RequestRecord) -> ReplyRecord {
-        if self.mailbox.is_closed() {
-            return ReplyRecord::status(Status::Shutdown);
-        }
         request.warp = warp;
         let port = self.lock_port(warp);
         // The lock holder is the port's only device writer and the last request on it was
@@ -83,14 +85,14 @@ impl CpuDevice {
             if let Some(reply) = self.mailbox.take_reply(port, seq) {
                 break reply;
             }
-            if self.mailbox.is_closed() {
+            spins += 1;
+            if spins.is_multiple_of(POLLS_PER_CLOSED_CHECK) && self.mailbox.is_closed() {
                 // The host may still have answered between the two reads.
                 break self
                     .mailbox
                     .take_reply(port, seq)
                     .unwrap_or(ReplyRecord::status(Status::Shutdown));
             }
-            spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
             } else {

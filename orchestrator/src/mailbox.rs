@@ -11,7 +11,8 @@
 //! 1. device: write the request words (relaxed), then `req_seq[p] = ack_seq[p] + 1` (release);
 //! 2. host: sees `req_seq[p] != ack_seq[p]` (acquire), reads the request words (relaxed);
 //! 3. host: writes the reply words (relaxed), then `ack_seq[p] = req_seq[p]` (release);
-//! 4. device: sees `ack_seq[p] == its seq` (acquire), reads the reply words (relaxed).
+//! 4. device: sees `ack_seq[p] == its seq` (a relaxed poll, then an acquire fence), reads the
+//!    reply words (relaxed).
 //!
 //! A `req_seq` that is not `ack_seq + 1` (a skipped or corrupted sequence number) is answered with
 //! `BadSequence` and the port is resynchronised to it. On the GPU the arrays are this memory,
@@ -19,9 +20,9 @@
 //! steps with system-scope release and acquire.
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use thiserror::Error;
 
@@ -271,9 +272,10 @@ impl Mailbox {
         self.storage.closed().load(Ordering::Acquire) != 0
     }
 
-    /// The last acknowledged sequence number of `port`.
+    /// The last acknowledged sequence number of `port`. Relaxed, as in the CUDA client: the
+    /// port lock's acquire follows the previous holder's acquire of this value.
     pub fn acknowledged(&self, port: usize) -> u32 {
-        self.storage.ack_seq()[port].load(Ordering::Acquire)
+        self.storage.ack_seq()[port].load(Ordering::Relaxed)
     }
 
     /// Post `request` as number `seq` on `port` (the caller holds the port's lock).
@@ -288,9 +290,12 @@ impl Mailbox {
     /// The reply to request `seq` on `port`, once the host has published it.
     #[inline]
     pub fn take_reply(&self, port: usize, seq: u32) -> Option<ReplyRecord> {
-        if self.storage.ack_seq()[port].load(Ordering::Acquire) != seq {
+        // Polled relaxed, as the CUDA client does (an acquire per poll is a system-scope read
+        // with ordering across PCIe); the fence after the poll that matches makes it an acquire.
+        if self.storage.ack_seq()[port].load(Ordering::Relaxed) != seq {
             return None;
         }
+        fence(Ordering::Acquire);
         let words = &self.storage.replies()[port * REPLY_WORDS..(port + 1) * REPLY_WORDS];
         Some(ReplyRecord::from_words(std::array::from_fn(|i| {
             words[i].load(Ordering::Relaxed)

@@ -11,11 +11,17 @@
 // A call is warp-collective over the lanes that reach it together (__activemask()): they form
 // one request. The leader takes a port (hash of the global warp id, linear probing over a lock
 // per port in device memory), gathers the lanes' words by shuffles and writes the whole request,
-// publishes the sequence number (release, system scope) and waits for the acknowledgement
-// (acquire, system scope) with __nanosleep backoff, then broadcasts the reply. Only the leader
-// writes the port, so its release covers everything the host will read. A closed mailbox
-// (service stopped) ends the wait with kStatusShutdown. Single-writer words only: no atomic
-// read-modify-write ever crosses PCIe. See orchestrator/src/mailbox.rs for the host side.
+// publishes the sequence number (release, system scope) and polls the acknowledgement with plain
+// (relaxed) loads and __nanosleep backoff; the poll that sees it is followed by a system-scope
+// acquire fence before the reply is read, then the reply is broadcast. Only the leader writes
+// the port, so its release covers everything the host will read. A closed mailbox (service
+// stopped) ends the wait with kStatusShutdown; the flag is read every few polls, never before
+// posting. Single-writer words only: no atomic read-modify-write ever crosses PCIe. See
+// orchestrator/src/mailbox.rs for the host side.
+//
+// Why no acquire load per poll and no flag read before posting: every one of those is a
+// system-scope read across PCIe, and the one flag word read by every warp was the client's
+// bottleneck on the H200 (docs/mailbox.md has the figures).
 #ifndef ALIGNMALLOC_CLIENT_CUH
 #define ALIGNMALLOC_CLIENT_CUH
 
@@ -71,6 +77,14 @@ __device__ __forceinline__ u32 load_host_word(const u32* word) {
       .load(cuda::memory_order_acquire);
 }
 
+// A relaxed read of a host-written word (a volatile load is relaxed at system scope).
+__device__ __forceinline__ u32 peek_host_word(const u32* word) {
+  return *reinterpret_cast<const volatile u32*>(word);
+}
+
+// Polls of the acknowledgement between two reads of the closed flag.
+constexpr u32 kPollsPerClosedCheck = 8;
+
 // Leader only: take a free port, starting at the warp's home port.
 __device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
   u32 port = (warp * 0x9E3779B1u) % mb.ports;
@@ -94,27 +108,19 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
   const u32 warp = global_warp_id();
   u32 port = 0;
   u32 seq = 0;
-  u32 closed = 0;
   if (lane == leader) {
-    closed = load_host_word(mb.closed);
-    if (!closed) {
-      port = lock_port(mb, warp);
-      seq = load_host_word(&mb.ack_seq[port]) + 1u;
-      RequestRecord& r = mb.requests[port];
-      r.op = op;
-      r.lane_mask = active;
-      r.warp = warp;
-      r.reserved = 0;
-    }
+    port = lock_port(mb, warp);
+    // Relaxed is enough: the lock's acquire follows the previous holder's acquire of this
+    // acknowledgement, so no older value can be read here.
+    seq = peek_host_word(&mb.ack_seq[port]) + 1u;
+    RequestRecord& r = mb.requests[port];
+    r.op = op;
+    r.lane_mask = active;
+    r.warp = warp;
+    r.reserved = 0;
   }
   Reply reply;
   reply.active = active;
-  if (__shfl_sync(active, closed, leader)) {
-    reply.status = kStatusShutdown;
-    reply.chunk_base = 0;
-    reply.lane_status = kLaneOk;
-    return reply;
-  }
   port = __shfl_sync(active, port, leader);
   // The leader writes every word it publishes: a release orders the releasing thread's own
   // writes, so the lanes hand their words to the leader instead of storing them themselves.
@@ -131,12 +137,14 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
         .store(seq, cuda::memory_order_release);
     const volatile u64* src = reinterpret_cast<const volatile u64*>(&mb.replies[port]);
     u32 pause = 32;
-    for (;;) {
-      if (load_host_word(&mb.ack_seq[port]) == seq) {
+    for (u32 polls = 1;; ++polls) {
+      if (peek_host_word(&mb.ack_seq[port]) == seq) {
+        // With the relaxed read above, an acquire of the host's release of the acknowledgement.
+        cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
         for (u32 i = 0; i < kReplyWords; ++i) w[i] = src[i];
         break;
       }
-      if (load_host_word(mb.closed)) {
+      if (polls % kPollsPerClosedCheck == 0 && load_host_word(mb.closed)) {
         if (load_host_word(&mb.ack_seq[port]) == seq) continue;  // answered just before closing
         for (u32 i = 0; i < kReplyWords; ++i) w[i] = 0;
         w[0] = kStatusShutdown;
