@@ -178,11 +178,12 @@ impl Server {
 
     /// One sweep: serve what is pending. Returns the number of requests answered.
     pub fn serve_once(&mut self) -> usize {
+        let started = Instant::now();
         self.collect();
         if self.batch.is_empty() {
             return 0;
         }
-        let started = Instant::now();
+        let collected = started.elapsed().as_nanos() as u64;
         let span = tracing::debug_span!("batch", size = self.batch.len()).entered();
         self.replies.clear();
         self.replies
@@ -219,9 +220,12 @@ impl Server {
             .requests
             .fetch_add(served as u64, Ordering::Relaxed);
         self.stats.batch_sizes.record(served as u64);
+        let busy = started.elapsed().as_nanos() as u64;
+        self.stats.batch_nanos.record(busy);
+        self.stats.busy_nanos.fetch_add(busy, Ordering::Relaxed);
         self.stats
-            .batch_nanos
-            .record(started.elapsed().as_nanos() as u64);
+            .collect_nanos
+            .fetch_add(collected, Ordering::Relaxed);
         served
     }
 

@@ -83,6 +83,10 @@ pub struct ServiceStats {
     pub batch_sizes: Histogram,
     /// Nanoseconds from a batch's first read to its last acknowledgement.
     pub batch_nanos: Histogram,
+    /// Sum of the batch times: how long the thread was busy serving.
+    pub busy_nanos: AtomicU64,
+    /// The part of `busy_nanos` spent collecting the batches (reading the ports).
+    pub collect_nanos: AtomicU64,
 }
 
 /// A plain copy of the statistics.
@@ -96,6 +100,10 @@ pub struct StatsSnapshot {
     pub batch_size_p50_p99: (u64, u64),
     /// Median, 99th percentile and maximum of the batch service time, ns.
     pub batch_nanos_p50_p99_max: (u64, u64, u64),
+    /// Total time spent serving batches, ns.
+    pub busy_nanos: u64,
+    /// The part of it spent collecting them, ns.
+    pub collect_nanos: u64,
 }
 
 impl ServiceStats {
@@ -113,6 +121,8 @@ impl ServiceStats {
                 self.batch_nanos.quantile(0.99),
                 self.batch_nanos.quantile(1.0),
             ),
+            busy_nanos: self.busy_nanos.load(Ordering::Relaxed),
+            collect_nanos: self.collect_nanos.load(Ordering::Relaxed),
         }
     }
 }

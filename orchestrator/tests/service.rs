@@ -210,6 +210,14 @@ fn cpu_warps_stress_no_overlap_no_loss() {
         "every lane object is freed exactly once"
     );
     assert!(tally.allocs.load(Ordering::Relaxed) > u64::from(WARPS * ops) / 3);
+    assert!(
+        stats.busy_nanos > 0 && stats.collect_nanos <= stats.busy_nanos,
+        "busy time covers its collecting part: {stats:?}"
+    );
+    assert!(
+        stats.busy_nanos <= elapsed.as_nanos() as u64,
+        "busy no longer than the run"
+    );
     assert_eq!(r.check_invariants(), Ok(()));
     assert!(r.is_empty(), "{} chunks leaked", r.live_chunks());
 }

@@ -31,9 +31,11 @@ impl<'a> GpuRounds<'a> {
             .context("sizing CUDA's device heap")?;
         let module = rt.compile(device::ALLOC.path, device::ALLOC.text)?;
         let load = |name: &str| {
-            module
+            let kernel = module
                 .load_function(name)
-                .with_context(|| format!("loading {name}"))
+                .with_context(|| format!("loading {name}"))?;
+            log_occupancy(rt, name, &kernel)?;
+            anyhow::Ok(kernel)
         };
         Ok(Self {
             alloc: load("am_alloc")?,
@@ -44,6 +46,25 @@ impl<'a> GpuRounds<'a> {
             rt,
         })
     }
+}
+
+/// How many warps of `kernel` the GPU holds at once in blocks of 256 threads: a warp that
+/// waits for the host keeps its place, so this bounds the requests in flight.
+fn log_occupancy(rt: &Runtime, name: &str, kernel: &CudaFunction) -> anyhow::Result<()> {
+    let block = grid(u64::MAX).block_dim.0;
+    let blocks_per_sm = kernel.occupancy_max_active_blocks_per_multiprocessor(block, 0, None)?;
+    let sms = rt.context()?.attribute(
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )?;
+    tracing::info!(
+        kernel = name,
+        registers = kernel.num_regs()?,
+        local_bytes = kernel.local_size_bytes()?,
+        blocks_per_sm,
+        resident_warps = blocks_per_sm as u64 * sms as u64 * u64::from(block / 32),
+        "kernel occupancy"
+    );
+    Ok(())
 }
 
 impl Rounds for GpuRounds<'_> {
