@@ -15,6 +15,8 @@ use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig, St
 use parking_lot::Mutex;
 use serde::Serialize;
 
+use crate::launch;
+
 /// Options of `mailbox-stress`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -55,6 +57,8 @@ const COUNTERS: [&str; 11] = [
 /// Failure events the kernel keeps, and their words: kind, warp, lane, round, handle, size,
 /// request status, lane status.
 const MAX_EVENTS: usize = 64;
+/// Threads of the kernel launched after the service stopped (64 warps).
+const AFTER_CLOSE_THREADS: u32 = 2048;
 const EVENT_WORDS: usize = 8;
 const EVENT_KINDS: [&str; 5] = [
     "?",
@@ -78,6 +82,11 @@ struct Report {
     batch_size_p50_p99: (u64, u64),
     batch_nanos_p50_p99_max: (u64, u64, u64),
     by_status: Vec<(String, u64)>,
+    /// Threads launched after the service stopped, how many got Shutdown and a null handle,
+    /// and how long that kernel took.
+    after_close_threads: u32,
+    after_close_shutdown: u64,
+    after_close_seconds: f64,
     chunks_by_class: [u64; 3],
     live_chunks_after: usize,
     quarantined_before_drain: usize,
@@ -103,6 +112,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .compile(device::MAILBOX_STRESS.path, device::MAILBOX_STRESS.text)?;
     let module = context.load_module(ptx)?;
     let kernel = module.load_function("am_mailbox_stress")?;
+    let after_close = module.load_function("am_after_close")?;
 
     let arena = runtime::gpu::ManagedArena::new(&context, blocks, false)?;
     let mailbox = Arc::new(Mailbox::new(args.ports)?);
@@ -150,6 +160,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     let stats = service.stats().snapshot();
     service.stop();
+
+    // The closed path on the GPU: warps that call after the service stopped end with Shutdown.
+    let after_close_threads = AFTER_CLOSE_THREADS;
+    let mut closed_counts = stream.alloc_zeros::<u64>(1)?;
+    let mut launch = stream.launch_builder(&after_close);
+    launch.arg(&arg).arg(&mut closed_counts);
+    let close_started = Instant::now();
+    // SAFETY: am_after_close(mailbox by value, one counter word); the mailbox outlives the
+    // kernel, which is waited for before anything is released.
+    unsafe { launch.launch(launch::grid(u64::from(after_close_threads))) }?;
+    stream.synchronize()?;
+    let after_close_seconds = close_started.elapsed().as_secs_f64();
+    let after_close_shutdown = stream.clone_dtoh(&closed_counts)?[0];
+    context.check_err()?;
     let mut r = resolver.lock();
     let quarantined = r.quarantined_chunks();
     r.drain_quarantine();
@@ -180,6 +204,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .collect(),
         chunks_by_class: r.counters().chunks_by_class,
         live_chunks_after: r.live_chunks(),
+        after_close_threads,
+        after_close_shutdown,
+        after_close_seconds,
         quarantined_before_drain: quarantined,
         failure_events: Vec::new(),
         invariants,
@@ -207,6 +234,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "  live chunks after        {}; invariants {}",
         report.live_chunks_after, report.invariants
+    );
+    println!(
+        "  after the service stop   {} of {} lanes got Shutdown in {:.1} ms",
+        after_close_shutdown,
+        after_close_threads,
+        after_close_seconds * 1e3
     );
     let recorded = (counts[COUNTERS.len() - 1] as usize).min(MAX_EVENTS);
     let events: Vec<String> = event_words
@@ -262,6 +295,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     if report.invariants != "hold" {
         failures.push(format!("invariants: {}", report.invariants));
+    }
+    if after_close_shutdown != u64::from(after_close_threads) {
+        failures.push(format!(
+            "after the service stopped only {after_close_shutdown} of {after_close_threads} lanes got Shutdown"
+        ));
     }
     if value("lane_objects") == 0 {
         failures.push("no allocation happened".into());

@@ -156,3 +156,12 @@ extern "C" __global__ void am_mailbox_stress(am::DeviceMailbox mb, unsigned roun
     }
   }
 }
+
+// Launched after the service stopped: every lane's call must end with kStatusShutdown and a
+// null handle (the warps post, poll, find the mailbox closed); counts[0] counts the lanes that
+// did.
+extern "C" __global__ void am_after_close(am::DeviceMailbox mb, unsigned long long* counts) {
+  unsigned status = am::kStatusOk;
+  const am::u64 h = am::malloc(mb, 64, &status);
+  if (status == am::kStatusShutdown && h == 0) atomicAdd(&counts[0], 1ull);
+}

@@ -5,7 +5,7 @@
 //! A warp call, as on the GPU: pick a port by hashing the warp id and probe linearly for one whose
 //! lock is free (the locks live in "device memory", here [`CpuDevice`]); post the request as the
 //! port's acknowledged sequence number plus 1; wait for the acknowledgement with backoff,
-//! reading the closed flag every few polls and giving up with `Shutdown` once the host has
+//! reading the closed flag every 1024 polls and giving up with `Shutdown` once the host has
 //! closed the mailbox (never before posting, as the client); build the lanes' handles from
 //! the reply; release the lock. Warps may outnumber ports: a warp without a port keeps probing,
 //! and every port holder finishes because the host answers every in-order request.
@@ -20,7 +20,7 @@ use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestReco
 
 /// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
 /// in the CUDA client).
-pub const POLLS_PER_CLOSED_CHECK: u32 = 8;
+pub const POLLS_PER_CLOSED_CHECK: u32 = 1024;
 
 /// What the GPU keeps in device memory for the mailbox: a lock per port.
 pub struct CpuDevice {

@@ -15,7 +15,7 @@
 // (relaxed) loads and __nanosleep backoff; the poll that sees it is followed by a system-scope
 // acquire fence before the reply is read, then the reply is broadcast. Only the leader writes
 // the port, so its release covers everything the host will read. A closed mailbox (service
-// stopped) ends the wait with kStatusShutdown; the flag is read every few polls, never before
+// stopped) ends the wait with kStatusShutdown; the flag is read every 1024 polls, never before
 // posting. Single-writer words only: no atomic read-modify-write ever crosses PCIe. See
 // orchestrator/src/mailbox.rs for the host side.
 //
@@ -82,8 +82,10 @@ __device__ __forceinline__ u32 peek_host_word(const u32* word) {
   return *reinterpret_cast<const volatile u32*>(word);
 }
 
-// Polls of the acknowledgement between two reads of the closed flag.
-constexpr u32 kPollsPerClosedCheck = 8;
+// Polls of the acknowledgement between two reads of the closed flag: one word that every
+// waiting warp reads, which the GPU serves one read at a time, so it is read rarely (at the
+// longest backoff, about every 4 ms: how long a warp that posts after the close waits).
+constexpr u32 kPollsPerClosedCheck = 1024;
 
 // Leader only: take a free port, starting at the warp's home port.
 __device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
