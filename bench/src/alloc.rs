@@ -408,6 +408,7 @@ fn log_service(rt: &Runtime, system: System, threads: u32, before: &StatsSnapsho
             mean_batch = requests as f64 / batches.max(1) as f64,
             busy_ms = (after.busy_nanos - before.busy_nanos) as f64 / 1e6,
             collect_ms = (after.collect_nanos - before.collect_nanos) as f64 / 1e6,
+            resolve_ms = (after.resolve_nanos - before.resolve_nanos) as f64 / 1e6,
             "service during the kernel"
         );
     }

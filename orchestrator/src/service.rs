@@ -208,6 +208,7 @@ impl Server {
                 self.replies[i] = resolver.resolve(&self.batch[i].request);
             }
         }
+        let resolved = started.elapsed().as_nanos() as u64;
         for (taken, reply) in self.batch.iter().zip(&self.replies) {
             self.mailbox.publish_reply(taken.port, taken.seq, reply);
             self.errors.count(reply);
@@ -226,6 +227,9 @@ impl Server {
         self.stats
             .collect_nanos
             .fetch_add(collected, Ordering::Relaxed);
+        self.stats
+            .resolve_nanos
+            .fetch_add(resolved - collected, Ordering::Relaxed);
         served
     }
 

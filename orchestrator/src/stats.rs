@@ -87,6 +87,8 @@ pub struct ServiceStats {
     pub busy_nanos: AtomicU64,
     /// The part of `busy_nanos` spent collecting the batches (reading the ports).
     pub collect_nanos: AtomicU64,
+    /// The part spent resolving them (the rest is answering: replies and acknowledgements).
+    pub resolve_nanos: AtomicU64,
 }
 
 /// A plain copy of the statistics.
@@ -104,6 +106,8 @@ pub struct StatsSnapshot {
     pub busy_nanos: u64,
     /// The part of it spent collecting them, ns.
     pub collect_nanos: u64,
+    /// The part of it spent resolving them, ns (the rest went to answering).
+    pub resolve_nanos: u64,
 }
 
 impl ServiceStats {
@@ -123,6 +127,7 @@ impl ServiceStats {
             ),
             busy_nanos: self.busy_nanos.load(Ordering::Relaxed),
             collect_nanos: self.collect_nanos.load(Ordering::Relaxed),
+            resolve_nanos: self.resolve_nanos.load(Ordering::Relaxed),
         }
     }
 }
