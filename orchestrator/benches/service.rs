@@ -9,6 +9,9 @@
 //!   timed in batches of 256 iterations; drawing the requests and building the lanes' handles
 //!   from the reply (the device's part) are not timed. `resolve/mixed_without_recycling`: the same with `recycle_small` off (every
 //!   small chunk searches the small space's tree), to compare in one run.
+//! - `resolve/uniform_1kib` and `resolve/uniform_8kib`: the same with every lane of every warp
+//!   asking 1 KiB (32 KiB small chunks) or 8 KiB (8-leaf warptrees), the requests of the GPU
+//!   scaling test (`alignmalloc alloc --tests scaling`).
 //! - `serve/batch_1024`: the service thread's sweep (`Server::serve_once`): 1024 pending requests
 //!   in a 1024-port mailbox (half allocations, half frees) are collected, resolved and answered;
 //!   posting them (the device's part) is not timed. `serve/sparse_8192_32`: the same with 32
@@ -29,17 +32,44 @@ const WINDOW: usize = 1024;
 /// Allocation and free pairs resolved between two clock reads (at most the window).
 const BATCH: usize = 256;
 
-struct Stream(u64);
+/// Allocation requests: the mixed stream, or every lane asking `lane_bytes`.
+struct Stream {
+    state: u64,
+    lane_bytes: Option<u64>,
+}
 
 impl Stream {
+    fn mixed(seed: u64) -> Self {
+        Self {
+            state: seed,
+            lane_bytes: None,
+        }
+    }
+
+    fn uniform(seed: u64, lane_bytes: u64) -> Self {
+        Self {
+            state: seed,
+            lane_bytes: Some(lane_bytes),
+        }
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
     }
 
     fn alloc(&mut self) -> RequestRecord {
+        if let Some(bytes) = self.lane_bytes {
+            return RequestRecord {
+                op: Op::Alloc as u32,
+                lane_mask: u32::MAX,
+                warp: 1,
+                reserved: 0,
+                words: [bytes; 32],
+            };
+        }
         let class = self.next() % 100;
         let words = std::array::from_fn(|_| {
             if self.next().is_multiple_of(8) {
@@ -96,9 +126,14 @@ fn handles_of(r: &mut Resolver, request: &RequestRecord) -> [u64; 32] {
 fn bench_resolve(c: &mut Criterion) {
     let mut g = c.benchmark_group("resolve");
     g.throughput(Throughput::Elements(2));
-    for (name, recycle_small) in [("mixed", true), ("mixed_without_recycling", false)] {
+    const SEED: u64 = 0x1234_5678_9ABC_DEF1;
+    for (name, recycle_small, mut stream) in [
+        ("mixed", true, Stream::mixed(SEED)),
+        ("mixed_without_recycling", false, Stream::mixed(SEED)),
+        ("uniform_1kib", true, Stream::uniform(SEED, 1 << 10)),
+        ("uniform_8kib", true, Stream::uniform(SEED, 8 << 10)),
+    ] {
         let mut r = resolver_recycling(recycle_small);
-        let mut stream = Stream(0x1234_5678_9ABC_DEF1);
         let mut live: VecDeque<[u64; 32]> = (0..WINDOW)
             .map(|_| handles_of(&mut r, &stream.alloc()))
             .collect();
@@ -146,7 +181,7 @@ fn bench_serve(c: &mut Criterion) {
             Arc::new(ServiceStats::default()),
             1024,
         );
-        let mut stream = Stream(0xDEAD_BEEF_1234_5679);
+        let mut stream = Stream::mixed(0xDEAD_BEEF_1234_5679);
         let mut live: VecDeque<[u64; 32]> = {
             let mut r = resolver.lock();
             (0..WINDOW)
