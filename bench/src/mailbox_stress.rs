@@ -162,14 +162,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     service.stop();
 
     // The closed path on the GPU: warps that call after the service stopped end with Shutdown.
-    let after_close_threads = AFTER_CLOSE_THREADS;
     let mut closed_counts = stream.alloc_zeros::<u64>(1)?;
     let mut launch = stream.launch_builder(&after_close);
     launch.arg(&arg).arg(&mut closed_counts);
     let close_started = Instant::now();
     // SAFETY: am_after_close(mailbox by value, one counter word); the mailbox outlives the
     // kernel, which is waited for before anything is released.
-    unsafe { launch.launch(launch::grid(u64::from(after_close_threads))) }?;
+    unsafe { launch.launch(launch::grid(u64::from(AFTER_CLOSE_THREADS))) }?;
     stream.synchronize()?;
     let after_close_seconds = close_started.elapsed().as_secs_f64();
     let after_close_shutdown = stream.clone_dtoh(&closed_counts)?[0];
@@ -204,7 +203,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .collect(),
         chunks_by_class: r.counters().chunks_by_class,
         live_chunks_after: r.live_chunks(),
-        after_close_threads,
+        after_close_threads: AFTER_CLOSE_THREADS,
         after_close_shutdown,
         after_close_seconds,
         quarantined_before_drain: quarantined,
@@ -238,7 +237,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "  after the service stop   {} of {} lanes got Shutdown in {:.1} ms",
         after_close_shutdown,
-        after_close_threads,
+        AFTER_CLOSE_THREADS,
         after_close_seconds * 1e3
     );
     let recorded = (counts[COUNTERS.len() - 1] as usize).min(MAX_EVENTS);
@@ -296,9 +295,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if report.invariants != "hold" {
         failures.push(format!("invariants: {}", report.invariants));
     }
-    if after_close_shutdown != u64::from(after_close_threads) {
+    if after_close_shutdown != u64::from(AFTER_CLOSE_THREADS) {
         failures.push(format!(
-            "after the service stopped only {after_close_shutdown} of {after_close_threads} lanes got Shutdown"
+            "after the service stopped only {after_close_shutdown} of {AFTER_CLOSE_THREADS} lanes got Shutdown"
         ));
     }
     if value("lane_objects") == 0 {

@@ -324,7 +324,7 @@ impl OrTree {
     }
 
     fn bit(&self, unit: usize) -> bool {
-        self.units.words()[unit / WORD_BITS] >> (unit % WORD_BITS) & 1 == 1
+        self.units.is_set(unit)
     }
 
     /// The reach class of unit word `w` (see the module docs).

@@ -196,7 +196,6 @@ impl Warptree {
 pub struct PortionPool {
     /// Occupancy of each block up to the highest one held so far.
     blocks: Vec<PortionTree>,
-    held: usize,
     /// `by_room[k]`: the blocks whose largest free aligned region has `2^k` leaves (full blocks
     /// are in none); empty until the first allocation sizes them to the arena.
     by_room: Vec<SummaryBits>,
@@ -213,7 +212,7 @@ impl PortionPool {
 
     /// Portion VABlocks the pool holds.
     pub fn block_count(&self) -> usize {
-        self.held
+        self.blocks.iter().filter(|t| !t.is_empty()).count()
     }
 
     /// The block's occupancy, if the pool holds it.
@@ -266,7 +265,6 @@ impl PortionPool {
                 if block >= self.blocks.len() {
                     self.blocks.resize(block + 1, PortionTree::new());
                 }
-                self.held += 1;
                 block
             }
         };
@@ -300,14 +298,11 @@ impl PortionPool {
         }
         let before = tree.largest_free_region_log2();
         let log2_leaves = tree.free(first_leaf)?;
-        let after = tree.largest_free_region_log2();
-        let emptied = tree.is_empty();
-        if emptied {
-            // An empty block has the room of a whole block, but it is not kept.
+        if tree.is_empty() {
             Self::rebucket(&mut self.by_room, block, before, None);
-            self.held -= 1;
             arena.free_one(block)?;
         } else {
+            let after = tree.largest_free_region_log2();
             Self::rebucket(&mut self.by_room, block, before, after);
         }
         Ok(Warptree {
@@ -336,10 +331,7 @@ impl PortionPool {
 
     /// Whether `block` is in room bucket `k`.
     fn in_room(&self, k: usize, block: usize) -> bool {
-        self.by_room
-            .get(k)
-            .and_then(|r| r.words().get(block / WORD_BITS))
-            .is_some_and(|w| w >> (block % WORD_BITS) & 1 == 1)
+        self.by_room.get(k).is_some_and(|r| r.is_set(block))
     }
 
     /// Verify the pool's invariants against the arena it draws from.
@@ -375,9 +367,6 @@ impl PortionPool {
                 Some(_) => {}
                 None => full += 1,
             }
-        }
-        if held != self.held {
-            return fail(format!("{held} blocks held but {} counted", self.held));
         }
         if bucketed + full != held {
             return fail(format!(

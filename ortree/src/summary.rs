@@ -40,6 +40,14 @@ impl SummaryBits {
         &self.levels[0]
     }
 
+    /// Whether bit `index` is set (`false` past the end).
+    #[inline]
+    pub(crate) fn is_set(&self, index: usize) -> bool {
+        self.levels[0]
+            .get(index / WORD_BITS)
+            .is_some_and(|w| w >> (index % WORD_BITS) & 1 == 1)
+    }
+
     /// First set bit, by straight descent.
     #[inline]
     pub(crate) fn first_set(&self) -> Option<usize> {
