@@ -26,7 +26,7 @@ const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern
 const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
 
 /// The cost model fitted on the H200 (`alignmalloc uvm-calibrate`, docs/uvmsim.md).
-const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-ready.json");
+const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-pooled.json");
 
 pub fn h200_constants() -> anyhow::Result<CostModel> {
     let value: serde_json::Value = serde_json::from_str(FITTED)?;
@@ -132,6 +132,11 @@ struct Calibration {
     /// Layout pairs within the GPU's run-to-run spread: the GPU ranks them neither way.
     #[serde(default)]
     rankings_within_noise: usize,
+    /// Of `rankings`, the held-out pairs, and those the simulator ranks as the GPU does.
+    #[serde(default)]
+    rankings_held_out: usize,
+    #[serde(default)]
+    rankings_held_out_agree: usize,
 }
 
 fn whole_batches() -> usize {
@@ -393,14 +398,30 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         held.iter().filter(|r| r.time_error > 0.3).count(),
     );
     let (mut agree, mut rankings, mut within_noise) = (0, 0, 0);
+    let (mut held_agree, mut held_rankings) = (0, 0);
+    let mut misranked = Vec::new();
     for pair in runs.chunks(2) {
         let [c, a] = pair else { continue };
         if !gpu_tells_apart(c, a) {
             within_noise += 1;
             continue;
         }
+        let agrees = (a.gpu_ns < c.gpu_ns) == (a.sim_ns < c.sim_ns);
         rankings += 1;
-        agree += usize::from((a.gpu_ns < c.gpu_ns) == (a.sim_ns < c.sim_ns));
+        agree += usize::from(agrees);
+        if !c.fit {
+            held_rankings += 1;
+            held_agree += usize::from(agrees);
+        }
+        if !agrees {
+            misranked.push(format!(
+                "{:?} {} x {} KiB{}",
+                c.spec.pattern,
+                c.spec.threads,
+                c.spec.range >> 10,
+                if c.fit { "" } else { " (held out)" }
+            ));
+        }
     }
     let report = Calibration {
         device,
@@ -416,6 +437,8 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         rankings_agree: agree,
         rankings,
         rankings_within_noise: within_noise,
+        rankings_held_out: held_rankings,
+        rankings_held_out_agree: held_agree,
         runs,
     };
     println!(
@@ -464,9 +487,16 @@ fn report(args: &CalibrateArgs, device: String, mut runs: Vec<Run>) -> anyhow::R
         ),
     }
     println!(
-        "layout ranking agrees on {}/{} pairs the GPU tells apart ({} more within its run-to-run spread)",
-        report.rankings_agree, report.rankings, report.rankings_within_noise
+        "layout ranking agrees on {}/{} pairs the GPU tells apart, {}/{} held out ({} more within its run-to-run spread)",
+        report.rankings_agree,
+        report.rankings,
+        report.rankings_held_out_agree,
+        report.rankings_held_out,
+        report.rankings_within_noise
     );
+    if !misranked.is_empty() {
+        println!("ranked unlike the GPU: {}", misranked.join("; "));
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
