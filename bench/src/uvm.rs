@@ -1,10 +1,11 @@
 //! `alignmalloc uvm-calibrate` and `alignmalloc uvm-oversub`: uvmsim against the GPU, and the
 //! oversubscription study that only the simulator runs.
 //!
-//! Calibration: for each per-thread range, pattern and layout (bench/src/patterns.rs) and each
-//! repeat, a fresh managed region is written by the host, the counters are cleared, the kernel
-//! runs, and CUPTI's HtoD bytes and GPU fault groups and the kernel's time are recorded (median
-//! of `--repeats`). Fresh regions, because moving one region back to the host between runs makes
+//! Calibration: for each per-thread range and pattern (bench/src/patterns.rs), the two layouts
+//! take turns for `--repeats` rounds; each time a fresh managed region is written by the host,
+//! the counters are cleared, the kernel runs, and CUPTI's HtoD bytes and GPU fault groups and the
+//! kernel's time are recorded (the median of the repeats is kept). Turns, because whatever
+//! drifts during a session would otherwise fall on whichever layout ran first. Fresh regions, because moving one region back to the host between runs makes
 //! the driver's thrashing detection treat its pages differently (seen on the H200: the
 //! arranged runs then moved a third of what a first run moves). The same runs go
 //! through uvmsim as traces. The cost model is fitted on the runs of `--fit-runs` and judged on
@@ -270,89 +271,122 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
         let bytes = u64::from(threads) * range;
         let blocks = (bytes.div_ceil(ortree::VABLOCK_BYTES) as usize).max(2);
         for pattern in PATTERNS {
-            for layout in LAYOUTS {
-                let spec = Spec {
-                    pattern,
-                    layout,
-                    threads,
-                    range,
-                    reads: args.reads,
-                    seed: args.seed,
-                };
-                let mut times = Vec::new();
-                let mut faults = Default::default();
-                let mut readback = Default::default();
-                let mut base = 0;
-                for _ in 0..args.repeats.max(1) {
-                    // A fresh region each time: moving one region back and forth would make the
-                    // driver see its pages as thrashing and change how it migrates them.
-                    let region = runtime::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
-                    region.fill_from_host(1);
-                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
-                    base = region.base();
-                    let words: Vec<u64> = spec.handles(base).iter().map(|h| h.0).collect();
-                    let handles = stream.clone_htod(&words)?;
-                    rt.take_faults()?;
-                    let mut launch = stream.launch_builder(&kernel);
-                    let pattern_code = pattern as u32;
-                    launch
-                        .arg(&handles)
-                        .arg(&threads)
-                        .arg(&pattern_code)
-                        .arg(&range)
-                        .arg(&args.reads)
-                        .arg(&args.seed)
-                        .arg(&mut sink);
-                    let started = Instant::now();
-                    // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned
-                    // pattern, u64 range, unsigned reads, u64 seed, u64* sink): `threads`
-                    // handles into the live region, one sink word; waited for just below.
-                    unsafe { launch.launch(LaunchConfig::for_num_elems(threads)) }?;
-                    stream.synchronize()?;
-                    times.push(started.elapsed().as_nanos() as f64);
-                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
-                    faults = rt.take_faults()?;
-                    let sum = region.read_every_page_from_host();
-                    std::thread::sleep(std::time::Duration::from_millis(args.settle_ms));
-                    readback = rt.take_faults()?;
-                    anyhow::ensure!(
-                        sum == bytes / 4096,
-                        "the host read back {sum}, wrote 1 per page"
-                    );
+            let specs = LAYOUTS.map(|layout| Spec {
+                pattern,
+                layout,
+                threads,
+                range,
+                reads: args.reads,
+                seed: args.seed,
+            });
+            // The layouts take turns, repeat by repeat: measured one after the other, whatever
+            // drifts during a run (the host, the driver's state) would fall on one layout only.
+            let mut measured: [Vec<Measured>; 2] = Default::default();
+            for _ in 0..args.repeats.max(1) {
+                for (spec, all) in specs.iter().zip(&mut measured) {
+                    all.push(measure_once(
+                        &rt, &stream, &kernel, &mut sink, spec, blocks, args,
+                    )?);
                 }
+            }
+            for (spec, all) in specs.into_iter().zip(measured) {
+                let mut times: Vec<f64> = all.iter().map(|m| m.ns).collect();
                 let median_ns = crate::stats::median(&mut times);
-                let sim = Simulator::run(calibration_config(args, threads), &spec.trace(base))?;
+                let last = all.last().expect("at least one repeat");
+                let sim =
+                    Simulator::run(calibration_config(args, threads), &spec.trace(last.base))?;
                 let counts = sim.kernels[0].counts;
                 eprintln!(
-                    "{pattern:?}/{layout:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host; sim {} MiB",
+                    "{pattern:?}/{:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host; sim {} MiB",
+                    spec.layout,
                     range >> 10,
                     median_ns / 1e6,
-                    faults.total.htod_bytes >> 20,
-                    readback.total.dtoh_bytes >> 20,
+                    last.htod_bytes >> 20,
+                    last.readback_bytes >> 20,
                     counts.htod_bytes() >> 20
                 );
                 runs.push(Run {
                     spec,
                     fit: fit.contains(&(threads, range)),
-                    gpu_htod_bytes: faults.total.htod_bytes,
-                    gpu_fault_groups: faults.total.gpu_page_faults,
-                    gpu_dtoh_readback_bytes: readback.total.dtoh_bytes,
+                    gpu_htod_bytes: last.htod_bytes,
+                    gpu_fault_groups: last.fault_groups,
+                    gpu_dtoh_readback_bytes: last.readback_bytes,
                     gpu_ns: median_ns,
                     gpu_ns_repeats: times,
                     sim: counts,
                     sim_ns: 0.0,
-                    // What the GPU held, read back: CUPTI's HtoD records are lost under load (on the
-                    // H200 they fell to a third of what came back), the read-back is exact.
-                    bytes_error: relative(
-                        counts.htod_bytes() as f64,
-                        readback.total.dtoh_bytes as f64,
-                    ),
+                    // What the GPU held, read back: CUPTI's HtoD records are lost under load (on
+                    // the H200 they fell to a third of what came back), the read-back is exact.
+                    bytes_error: relative(counts.htod_bytes() as f64, last.readback_bytes as f64),
                     time_error: 0.0,
                 });
             }
         }
     }
     Ok((device, runs))
+}
+
+/// One timed kernel of one run, on a fresh region the host has written.
+struct Measured {
+    ns: f64,
+    htod_bytes: u64,
+    fault_groups: u64,
+    /// Bytes that came back when the host read every page: what the GPU held.
+    readback_bytes: u64,
+    /// The region's base (any 2 MiB-aligned base gives the simulator the same counts).
+    base: u64,
+}
+
+fn measure_once(
+    rt: &Runtime,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    kernel: &cudarc::driver::CudaFunction,
+    sink: &mut cudarc::driver::CudaSlice<u64>,
+    spec: &Spec,
+    blocks: usize,
+    args: &CalibrateArgs,
+) -> anyhow::Result<Measured> {
+    let settle = std::time::Duration::from_millis(args.settle_ms);
+    // A fresh region each time: moving one region back and forth would make the driver see its
+    // pages as thrashing and change how it migrates them.
+    let region = runtime::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
+    region.fill_from_host(1);
+    std::thread::sleep(settle);
+    let base = region.base();
+    let words: Vec<u64> = spec.handles(base).iter().map(|h| h.0).collect();
+    let handles = stream.clone_htod(&words)?;
+    rt.take_faults()?;
+    let mut launch = stream.launch_builder(kernel);
+    let pattern_code = spec.pattern as u32;
+    launch
+        .arg(&handles)
+        .arg(&spec.threads)
+        .arg(&pattern_code)
+        .arg(&spec.range)
+        .arg(&spec.reads)
+        .arg(&spec.seed)
+        .arg(sink);
+    let started = Instant::now();
+    // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned pattern, u64 range,
+    // unsigned reads, u64 seed, u64* sink): `threads` handles into the live region, one sink
+    // word; waited for just below.
+    unsafe { launch.launch(LaunchConfig::for_num_elems(spec.threads)) }?;
+    stream.synchronize()?;
+    let ns = started.elapsed().as_nanos() as f64;
+    std::thread::sleep(settle);
+    let faults = rt.take_faults()?;
+    let sum = region.read_every_page_from_host();
+    std::thread::sleep(settle);
+    let readback = rt.take_faults()?;
+    let pages = u64::from(spec.threads) * spec.range / 4096;
+    anyhow::ensure!(sum == pages, "the host read back {sum}, wrote 1 per page");
+    Ok(Measured {
+        ns,
+        htod_bytes: faults.total.htod_bytes,
+        fault_groups: faults.total.gpu_page_faults,
+        readback_bytes: readback.total.dtoh_bytes,
+        base,
+    })
 }
 
 /// Whether the GPU ranks two layouts at all: their medians lie further apart than either one's
