@@ -5,18 +5,20 @@
 //! take turns for `--repeats` rounds; each time a fresh managed region is written by the host,
 //! the counters are cleared, the kernel runs, and CUPTI's HtoD bytes and GPU fault groups and the
 //! kernel's time are recorded (the median of the repeats is kept). Turns, because whatever
-//! drifts during a session would otherwise fall on whichever layout ran first. Fresh regions, because moving one region back to the host between runs makes
-//! the driver's thrashing detection treat its pages differently (seen on the H200: the
-//! arranged runs then moved a third of what a first run moves). The same runs go
+//! drifts during a session would otherwise fall on whichever layout ran first. Fresh regions,
+//! because moving one region back to the host between runs makes the driver's thrashing
+//! detection treat its pages differently (seen on the H200: the arranged runs then moved a third
+//! of what a first run moves). The same runs go
 //! through uvmsim as traces. The cost model is fitted on the runs of `--fit-runs` and judged on
 //! the others: migrated bytes and time errors, and whether the simulator ranks the two
 //! layouts as the GPU does.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use runtime::{BackendChoice, Runtime};
 use serde::{Deserialize, Serialize};
 use uvmsim::{CostModel, Counts, SimConfig, Simulator, Term};
@@ -133,9 +135,10 @@ struct Calibration {
     /// Layout pairs within the GPU's run-to-run spread: the GPU ranks them neither way.
     #[serde(default)]
     rankings_within_noise: usize,
-    /// Of `rankings`, the held-out pairs, and those the simulator ranks as the GPU does.
+    /// Of `rankings`, the pairs of held-out runs.
     #[serde(default)]
     rankings_held_out: usize,
+    /// Of those, the pairs the simulator ranks as the GPU does.
     #[serde(default)]
     rankings_held_out_agree: usize,
 }
@@ -339,9 +342,9 @@ struct Measured {
 
 fn measure_once(
     rt: &Runtime,
-    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-    kernel: &cudarc::driver::CudaFunction,
-    sink: &mut cudarc::driver::CudaSlice<u64>,
+    stream: &Arc<CudaStream>,
+    kernel: &CudaFunction,
+    sink: &mut CudaSlice<u64>,
     spec: &Spec,
     blocks: usize,
     args: &CalibrateArgs,
@@ -378,8 +381,10 @@ fn measure_once(
     let sum = region.read_every_page_from_host();
     std::thread::sleep(settle);
     let readback = rt.take_faults()?;
-    let pages = u64::from(spec.threads) * spec.range / 4096;
-    anyhow::ensure!(sum == pages, "the host read back {sum}, wrote 1 per page");
+    anyhow::ensure!(
+        sum == spec.bytes() / 4096,
+        "the host read back {sum}, wrote 1 per page"
+    );
     Ok(Measured {
         ns,
         htod_bytes: faults.total.htod_bytes,
