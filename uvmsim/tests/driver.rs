@@ -186,6 +186,34 @@ fn a_fetch_takes_only_the_entries_that_are_ready() {
 }
 
 #[test]
+fn a_fetch_that_stops_early_takes_the_first_lanes_pages() {
+    // Lanes 0-15 read the even 64 KiB big pages of a block, lanes 16-31 the odd ones. Eight
+    // entries at a time, in lane order: eight even big pages of the lower half (no node over
+    // 51%, eight separate copies), then eight of the upper half, then the odd ones of the lower
+    // half tip the block over the threshold and every odd big page arrives, one copy each. In
+    // address order the batches would have been three runs of adjacent big pages, three copies.
+    let mut sim = host_first(
+        2 * MIB,
+        SimConfig {
+            ready_entries: 8,
+            ..config()
+        },
+    );
+    let lanes: Vec<u64> = (0..32)
+        .map(|l| BASE + ((l % 16) * 2 + l / 16) * 64 * KIB)
+        .collect();
+    let mut warp = WarpTrace::default();
+    warp.push(&lanes);
+    sim.kernel(&Kernel {
+        name: "interleaved".into(),
+        warps: vec![warp],
+    })
+    .unwrap();
+    assert_eq!(sim.batch_htod_bytes(), [512 * KIB, 512 * KIB, MIB]);
+    assert_eq!(sim.counts().htod_copies, 8 + 8 + 16);
+}
+
+#[test]
 fn bad_traces_are_refused() {
     let overlapping = Trace {
         allocations: vec![
