@@ -159,7 +159,7 @@ struct ReadyTrial {
     /// Pairs of fitted runs the GPU tells apart that the simulator ranks the other way.
     fit_misranked: usize,
     fit_max_time_error: f64,
-    /// Shown, never used to choose.
+    /// The held-out runs' figures: shown, never used to choose.
     held_out_max_time_error: f64,
     held_out_misranked: usize,
 }
@@ -248,6 +248,10 @@ fn fit_runs(args: &CalibrateArgs) -> anyhow::Result<Vec<(u32, u64)>> {
 }
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+    // Checked before any GPU time is spent.
+    if args.ready_entries.is_empty() || args.ready_entries.contains(&0) {
+        bail!("--ready-entries wants positive entry counts");
+    }
     let (device, runs) = match args.refit.is_empty() {
         false => {
             let mut device = String::new();
@@ -287,9 +291,6 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
         }
         true => measure(args)?,
     };
-    if args.ready_entries.is_empty() || args.ready_entries.contains(&0) {
-        bail!("--ready-entries wants positive entry counts");
-    }
     let mut best: Option<Calibration> = None;
     let mut tried = Vec::new();
     for &ready_entries in &args.ready_entries {
@@ -309,7 +310,7 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     publish(args, &report)
 }
 
-/// Run every spec on the GPU and in the simulator.
+/// Run every spec on the GPU (the simulator's columns are left to [`replay`]).
 fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
     let sizes: Vec<(u32, u64)> = args
         .runs
@@ -370,7 +371,6 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                     last.htod_bytes >> 20,
                     last.readback_bytes >> 20,
                 );
-                // The simulator's columns are filled by `replay`.
                 runs.push(Run {
                     spec,
                     fit: false,
@@ -774,5 +774,52 @@ mod tests {
             .expect("the embedded calibration tried its candidates");
         assert_eq!(chosen.ready_entries, report.ready_entries);
         assert!(report.ready_entries_tried.len() > 1);
+    }
+
+    const REVIEW_CHECK: &str = "results/2026-11-22-h200/uvm-calibrate-review-check.json";
+
+    fn refit(words: &[&str]) -> anyhow::Result<()> {
+        let path = format!("{}/{REVIEW_CHECK}", env!("CARGO_MANIFEST_DIR"));
+        let mut all = vec!["--repeats", "3", "--refit", &path, "--fit-runs", "1024:256"];
+        all.extend_from_slice(words);
+        calibrate(&crate::testing::parse::<CalibrateArgs>(&all).unwrap())
+    }
+
+    #[test]
+    fn a_zero_or_empty_fetch_size_is_refused() {
+        let err = refit(&["--ready-entries", "8,0"]).unwrap_err();
+        assert!(err.to_string().contains("--ready-entries"), "{err}");
+    }
+
+    #[test]
+    fn the_fetch_size_is_chosen_on_the_fitted_runs_alone() {
+        let json = crate::testing::temp("uvm-choice.json");
+        refit(&["--ready-entries", "32,8", "--json", json.to_str().unwrap()]).unwrap();
+        let report: Calibration = serde_json::from_value(crate::testing::take_json(&json)).unwrap();
+        let tried = &report.ready_entries_tried;
+        assert_eq!(
+            tried.iter().map(|t| t.ready_entries).collect::<Vec<_>>(),
+            [32, 8]
+        );
+        let best = tried
+            .iter()
+            .min_by(|a, b| a.choice_key().partial_cmp(&b.choice_key()).unwrap())
+            .unwrap();
+        assert_eq!(report.ready_entries, best.ready_entries);
+        let chosen = tried
+            .iter()
+            .find(|t| t.ready_entries == report.ready_entries);
+        assert_eq!(
+            chosen.unwrap().fit_max_time_error,
+            report.fit_max_time_error
+        );
+        // The held-out size (1 024 x 32 KiB) is judged, not fitted.
+        assert!(report.runs.iter().any(|r| !r.fit));
+        assert!(
+            report
+                .runs
+                .iter()
+                .all(|r| r.fit == (r.spec.range == 256 << 10))
+        );
     }
 }

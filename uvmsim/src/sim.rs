@@ -6,8 +6,8 @@
 //!   launch order.
 //! - A running warp executes its instructions in order. An instruction whose pages are all
 //!   resident on the GPU completes; otherwise the warp stalls on it and puts one fault entry per
-//!   distinct non-resident page into the fault buffer, in lane order. Warps run until every one has stalled or
-//!   finished, so the buffer holds the faults of all running warps.
+//!   distinct non-resident page into the fault buffer, in lane order. Warps run until every one
+//!   has stalled or finished, so the buffer holds the faults of all running warps.
 //! - A batch takes up to `batch_count` entries from the buffer (oldest first), and no more than
 //!   `ready_entries`: the driver's fetch stops at the first entry the GPU is still writing, so
 //!   while warps flood the buffer a batch sees about a warp's worth of faults, not a full buffer.
