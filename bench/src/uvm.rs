@@ -297,13 +297,14 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
         let mut candidate = runs.clone();
         replay(args, &mut candidate, ready_entries)?;
         let judged = judge(args, device.clone(), ready_entries, candidate)?;
-        tried.push(judged.trial());
-        let better = best
+        let trial = judged.trial();
+        if best
             .as_ref()
-            .is_none_or(|b| judged.trial().choice_key() < b.trial().choice_key());
-        if better {
+            .is_none_or(|b| trial.choice_key() < b.trial().choice_key())
+        {
             best = Some(judged);
         }
+        tried.push(trial);
     }
     let mut report = best.expect("at least one candidate");
     report.ready_entries_tried = tried;

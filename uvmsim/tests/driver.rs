@@ -150,27 +150,31 @@ fn a_batch_collects_the_faults_of_every_running_warp() {
     assert_eq!(sim.counts().batches, 2);
 }
 
+/// A host-written 2 MiB block read by one warp instruction (one address per lane), replayed
+/// with fetches of `ready_entries`.
+fn one_instruction_over_a_block(ready_entries: usize, lanes: &[u64]) -> Simulator {
+    let mut sim = host_first(
+        2 * MIB,
+        SimConfig {
+            ready_entries,
+            ..config()
+        },
+    );
+    let mut warp = WarpTrace::default();
+    warp.push(lanes);
+    sim.kernel(&Kernel {
+        name: "row".into(),
+        warps: vec![warp],
+    })
+    .unwrap();
+    sim
+}
+
 #[test]
 fn a_fetch_takes_only_the_entries_that_are_ready() {
     // One warp reads one page of each 64 KiB big page of a block at once (an arranged row).
-    let row = |ready_entries| {
-        let mut sim = host_first(
-            2 * MIB,
-            SimConfig {
-                ready_entries,
-                ..config()
-            },
-        );
-        let lanes: Vec<u64> = (0..32).map(|l| BASE + l * 64 * KIB).collect();
-        let mut warp = WarpTrace::default();
-        warp.push(&lanes);
-        sim.kernel(&Kernel {
-            name: "row".into(),
-            warps: vec![warp],
-        })
-        .unwrap();
-        sim
-    };
+    let lanes: Vec<u64> = (0..32).map(|l| BASE + l * 64 * KIB).collect();
+    let row = |ready_entries| one_instruction_over_a_block(ready_entries, &lanes);
     // All 32 faults in one batch: every big page faulted, the whole block in one copy.
     let whole = row(256);
     assert_eq!(whole.batch_htod_bytes(), [2 * MIB]);
@@ -192,23 +196,10 @@ fn a_fetch_that_stops_early_takes_the_first_lanes_pages() {
     // 51%, eight separate copies), then eight of the upper half, then the odd ones of the lower
     // half tip the block over the threshold and every odd big page arrives, one copy each. In
     // address order the batches would have been three runs of adjacent big pages, three copies.
-    let mut sim = host_first(
-        2 * MIB,
-        SimConfig {
-            ready_entries: 8,
-            ..config()
-        },
-    );
     let lanes: Vec<u64> = (0..32)
         .map(|l| BASE + ((l % 16) * 2 + l / 16) * 64 * KIB)
         .collect();
-    let mut warp = WarpTrace::default();
-    warp.push(&lanes);
-    sim.kernel(&Kernel {
-        name: "interleaved".into(),
-        warps: vec![warp],
-    })
-    .unwrap();
+    let sim = one_instruction_over_a_block(8, &lanes);
     assert_eq!(sim.batch_htod_bytes(), [512 * KIB, 512 * KIB, MIB]);
     assert_eq!(sim.counts().htod_copies, 8 + 8 + 16);
 }
