@@ -1,5 +1,5 @@
 //! CPU stand-ins for the GPU side: warps played by threads, through the same mailbox and records
-//! as the CUDA client (`device/include/alignmalloc/client.cuh`), and a host arena standing in for
+//! as the CUDA client (`device/include/alignmalloc/detail/client.cuh`), and a host arena standing in for
 //! managed memory so tests can write into what they get.
 //!
 //! A warp call, as on the GPU: pick a port by hashing the warp id and probe linearly for one whose
@@ -136,12 +136,27 @@ impl CpuDevice {
 
     /// `free` from the lanes in `mask`, lane `l` giving back `handles[l]`.
     pub fn free(&self, warp: u32, mask: u32, handles: &[Handle; WARP_LANES]) -> FreeOutcome {
+        self.free_words(warp, mask, Op::Free, handles.map(|h| h.0))
+    }
+
+    /// `free(void*)` from the lanes in `mask`, lane `l` giving back the object whose first byte
+    /// is at `addresses[l]`.
+    pub fn free_pointers(
+        &self,
+        warp: u32,
+        mask: u32,
+        addresses: &[u64; WARP_LANES],
+    ) -> FreeOutcome {
+        self.free_words(warp, mask, Op::FreePointer, *addresses)
+    }
+
+    fn free_words(&self, warp: u32, mask: u32, op: Op, words: [u64; WARP_LANES]) -> FreeOutcome {
         let request = RequestRecord {
-            op: Op::Free as u32,
+            op: op as u32,
             lane_mask: mask,
             warp,
             reserved: 0,
-            words: handles.map(|h| h.0),
+            words,
         };
         let reply = self.call(warp, request);
         FreeOutcome {

@@ -1,7 +1,7 @@
 //! orchestrator: the mailbox between GPU warps and the host, and the host service thread that
 //! answers it.
 //!
-//! - [`records`]: request and reply records (twins of `device/include/alignmalloc/records.h`).
+//! - [`records`]: request and reply records (twins of `device/include/alignmalloc/detail/records.h`).
 //! - [`mailbox`]: the ports, single-writer words, and the post/ack handshake.
 //! - [`resolver`]: allocation and free against `ortree` and `translator`, with every bad input
 //!   turned into a defined status, over the arena's segments (one per reservation);

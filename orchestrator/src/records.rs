@@ -23,7 +23,8 @@ pub struct RequestRecord {
     pub warp: u32,
     /// Zero.
     pub reserved: u32,
-    /// Allocations: each lane's size in bytes (0 = nothing). Frees: each lane's handle (0 = none).
+    /// Allocations: each lane's size in bytes (0 = nothing). Frees: each lane's handle, or with
+    /// [`Op::FreePointer`] each lane's object address (0 = none).
     pub words: [u64; 32],
 }
 
@@ -88,6 +89,9 @@ pub enum Op {
     AllocContiguous = 2,
     /// Free each lane's handle.
     Free = 3,
+    /// Free each lane's object by its first byte's address (a plain pointer, as `free(void*)`
+    /// gives it), judged like a free by handle.
+    FreePointer = 4,
 }
 
 impl Op {
@@ -97,6 +101,7 @@ impl Op {
             1 => Some(Op::Alloc),
             2 => Some(Op::AllocContiguous),
             3 => Some(Op::Free),
+            4 => Some(Op::FreePointer),
             _ => None,
         }
     }
@@ -122,11 +127,14 @@ pub enum Status {
     Shutdown = 6,
     /// Some lanes of a free failed; see `lane_status`. The others were freed.
     Partial = 7,
+    /// The kernel called through a mailbox that was never bound (all zero): nothing was sent.
+    /// Only the device client gives it; the host never answers it.
+    Unbound = 8,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 8] = [
+    pub const ALL: [Status; 9] = [
         Status::Ok,
         Status::OutOfMemory,
         Status::SizeOverLimit,
@@ -135,7 +143,11 @@ impl Status {
         Status::BadSequence,
         Status::Shutdown,
         Status::Partial,
+        Status::Unbound,
     ];
+
+    /// How many status codes there are.
+    pub const COUNT: usize = Self::ALL.len();
 
     /// The status with this code, if any.
     pub fn from_code(code: u32) -> Option<Self> {
@@ -237,5 +249,7 @@ mod tests {
         assert_eq!(Status::from_code(99), None);
         assert_eq!(Op::from_code(0), None);
         assert_eq!(Op::from_code(3), Some(Op::Free));
+        assert_eq!(Op::from_code(4), Some(Op::FreePointer));
+        assert_eq!(Op::from_code(5), None);
     }
 }

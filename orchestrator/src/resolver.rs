@@ -74,7 +74,7 @@ pub enum ResolverError {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResolverCounters {
     /// Requests by [`Status`] code.
-    pub by_status: [u64; 8],
+    pub by_status: [u64; Status::COUNT],
     /// Per-lane free outcomes by [`LaneStatus`] code.
     pub by_lane_status: [u64; 4],
     /// Chunks allocated, by class (small, portion, large).
@@ -268,8 +268,12 @@ impl Resolver {
                     Err(status) => ReplyRecord::status(status),
                 }
             }
-            Op::Free => {
-                let (outcomes, failed) = self.judge_frees(bytemuck::cast_ref(words));
+            Op::Free | Op::FreePointer => {
+                let (outcomes, failed) = if op == Op::Free {
+                    self.judge_frees(bytemuck::cast_ref(words))
+                } else {
+                    self.judge_pointer_frees(words)
+                };
                 let mut reply = ReplyRecord::status(match failed {
                     0 => Status::Ok,
                     _ => Status::Partial,
@@ -373,6 +377,36 @@ impl Resolver {
     /// whose address lies in no segment is an invalid handle.
     pub fn free_lanes(&mut self, handles: &[Handle; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
         self.judge_frees(handles).0
+    }
+
+    /// Free each lane's object by the address of its first byte (0 = none), as `free(void*)`
+    /// does: an address where a lane object starts is a free of that object's handle, judged as
+    /// any free (so a second free of it is a double free, until a newer object starts there:
+    /// an address, unlike a handle, carries no generation); an address inside an object is an
+    /// interior pointer, and one outside the arena an invalid handle.
+    pub fn free_pointers(&mut self, addresses: &[u64; WARP_LANES]) -> [LaneStatus; WARP_LANES] {
+        self.judge_pointer_frees(addresses).0
+    }
+
+    /// [`Resolver::free_pointers`], with the lanes that failed as a mask.
+    fn judge_pointer_frees(
+        &mut self,
+        addresses: &[u64; WARP_LANES],
+    ) -> ([LaneStatus; WARP_LANES], u32) {
+        let mut handles = [Handle::NULL; WARP_LANES];
+        let mut foreign = 0u32;
+        for lane in set_lanes(lane_mask(|l| addresses[l] != 0)) {
+            match self.segment_of(addresses[lane]) {
+                Some(segment) => handles[lane] = segment.handle_at(addresses[lane]),
+                None => foreign |= 1 << lane,
+            }
+        }
+        let (mut outcomes, failed) = self.judge_frees(&handles);
+        for lane in set_lanes(foreign) {
+            outcomes[lane] = LaneStatus::InvalidHandle;
+        }
+        self.count_frees(bytemuck::cast_ref(addresses), 0, &outcomes, foreign);
+        (outcomes, failed | foreign)
     }
 
     /// [`Resolver::free_lanes`], with the lanes that failed as a mask.

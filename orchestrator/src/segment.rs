@@ -334,6 +334,23 @@ impl Segment {
         self.chunks.find(address).map(|c| c.base)
     }
 
+    /// The handle that a free of the object starting at `address` (inside this segment) stands
+    /// for: the handle its lane was given when a chunk holding `address` has a lane object
+    /// starting there (live or freed), else the plain handle of `address`, which a free then
+    /// judges as an interior pointer, a double free or an invalid handle.
+    pub(crate) fn handle_at(&self, address: u64) -> Handle {
+        let given = self.chunks.find(address).and_then(|chunk| {
+            chunk
+                .handles
+                .iter()
+                .copied()
+                .find(|h| !h.is_null() && h.address() == address)
+        });
+        given.unwrap_or_else(|| {
+            Handle::plain(address, 0).expect("a segment's addresses fit a handle's 48 bits")
+        })
+    }
+
     /// How many bytes from its start the live object of `handle` may use: the lane's span in a
     /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err` tells why
     /// the handle is not a live object, as a free of it would.

@@ -67,7 +67,7 @@ pub struct Server {
 /// Requests that were not (fully) served since the last warning, by status.
 struct ErrorDigest {
     since: Instant,
-    by_status: [u64; 8],
+    by_status: [u64; Status::COUNT],
 }
 
 impl ErrorDigest {
@@ -76,7 +76,7 @@ impl ErrorDigest {
 
     fn count(&mut self, reply: &ReplyRecord) {
         if reply.status != Status::Ok as u32 {
-            self.by_status[(reply.status as usize).min(7)] += 1;
+            self.by_status[(reply.status as usize).min(Status::COUNT - 1)] += 1;
         }
     }
 
@@ -97,7 +97,7 @@ impl ErrorDigest {
             "requests not (fully) served: {}",
             summary.join(", ")
         );
-        self.by_status = [0; 8];
+        self.by_status = [0; Status::COUNT];
         self.since = Instant::now();
     }
 }
@@ -107,7 +107,7 @@ impl ErrorDigest {
 /// geometry twice), then unknown ops.
 fn batch_rank(request: &RequestRecord) -> u64 {
     match Op::from_code(request.op) {
-        Some(Op::Free) => 0,
+        Some(Op::Free | Op::FreePointer) => 0,
         Some(Op::Alloc | Op::AllocContiguous) => {
             let largest = (0..WARP_LANES)
                 .filter(|lane| request.lane_mask >> lane & 1 == 1)
@@ -140,7 +140,7 @@ impl Server {
             replies: Vec::with_capacity(max_batch),
             errors: ErrorDigest {
                 since: Instant::now(),
-                by_status: [0; 8],
+                by_status: [0; Status::COUNT],
             },
         }
     }

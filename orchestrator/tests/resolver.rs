@@ -101,6 +101,16 @@ enum Step {
     Interior {
         pick: usize,
         delta: u64,
+        by_pointer: bool,
+    },
+    /// Free a live object by its address (`free(void*)`), from any lane.
+    FreeByPointer {
+        pick: usize,
+        lane: u32,
+    },
+    /// Free a freed object again by its address.
+    DoubleFreeByPointer {
+        pick: usize,
     },
     Foreign {
         address: u64,
@@ -123,7 +133,10 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<usize>().prop_map(|pick| Step::DoubleFree { pick }),
         2 => (any::<usize>(), prop::option::of(any::<usize>()))
             .prop_map(|(pick, stale)| Step::FreeWarp { pick, stale }),
-        1 => (any::<usize>(), 1u64..5000).prop_map(|(pick, delta)| Step::Interior { pick, delta }),
+        1 => (any::<usize>(), 1u64..5000, any::<bool>())
+            .prop_map(|(pick, delta, by_pointer)| Step::Interior { pick, delta, by_pointer }),
+        3 => (any::<usize>(), 0u32..32).prop_map(|(pick, lane)| Step::FreeByPointer { pick, lane }),
+        1 => any::<usize>().prop_map(|pick| Step::DoubleFreeByPointer { pick }),
         1 => any::<u64>().prop_map(|address| Step::Foreign { address }),
         1 => (any::<usize>(), 0u32..32).prop_map(|(pick, lane)| Step::ForgeLane { pick, lane }),
         1 => (any::<u32>(), prop_oneof![Just(0u32), any::<u32>()]).prop_map(|(op, mask)| Step::BadRequest { op, mask }),
@@ -161,10 +174,19 @@ fn alloc_request(op: Op, mask: u32, sizes: [u64; 32]) -> RequestRecord {
 }
 
 fn free_one(r: &mut Resolver, lane: u32, h: Handle) -> LaneStatus {
+    free_word(r, Op::Free, lane, h.0)
+}
+
+/// `free(void*)` of `address` from `lane`, through a request.
+fn free_pointer(r: &mut Resolver, lane: u32, address: u64) -> LaneStatus {
+    free_word(r, Op::FreePointer, lane, address)
+}
+
+fn free_word(r: &mut Resolver, op: Op, lane: u32, word: u64) -> LaneStatus {
     let mut words = [0u64; 32];
-    words[lane as usize] = h.0;
+    words[lane as usize] = word;
     let reply = r.resolve(&RequestRecord {
-        op: Op::Free as u32,
+        op: op as u32,
         lane_mask: 1 << lane,
         warp: 1,
         reserved: 0,
@@ -329,11 +351,36 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                     prop_assert_ne!(got, LaneStatus::Ok);
                 }
             }
-            Step::Interior { pick, delta } if !live.is_empty() => {
+            Step::FreeByPointer { pick, lane } if !live.is_empty() => {
+                let (h, size) = live.swap_remove(pick % live.len());
+                prop_assert_eq!(free_pointer(&mut r, lane, h.address()), LaneStatus::Ok);
+                for (s, _) in ranges(h, size) {
+                    occupied.remove(s);
+                }
+                freed.push(h);
+            }
+            Step::DoubleFreeByPointer { pick } if !freed.is_empty() => {
+                let h = freed[pick % freed.len()];
+                // An address carries no generation: once a new object starts there, a free of
+                // the address frees it.
+                if !live.iter().any(|(l, _)| l.address() == h.address()) {
+                    let got = free_pointer(&mut r, (pick % 32) as u32, h.address());
+                    prop_assert_ne!(got, LaneStatus::Ok, "second free of {:?}", h);
+                }
+            }
+            Step::Interior {
+                pick,
+                delta,
+                by_pointer,
+            } if !live.is_empty() => {
                 let (h, size) = live[pick % live.len()];
                 let inner = Handle(h.0 + delta.min(size.max(2) - 1).max(1));
                 if !live.iter().any(|(l, _)| l.address() == inner.address()) {
-                    let got = free_one(&mut r, inner.lane(), inner);
+                    let got = if by_pointer {
+                        free_pointer(&mut r, h.lane(), inner.address())
+                    } else {
+                        free_one(&mut r, inner.lane(), inner)
+                    };
                     prop_assert!(
                         matches!(got, LaneStatus::InteriorPointer | LaneStatus::InvalidHandle),
                         "{got:?}"
@@ -343,6 +390,17 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
             Step::Foreign { address } => {
                 let h = Handle::plain(address % (1 << 39), (address % 32) as u32).unwrap();
                 prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::InvalidHandle);
+                // A pointer outside the arena, of any width.
+                if !r
+                    .segments()
+                    .iter()
+                    .any(|&(b, n)| (b..b + n).contains(&address))
+                {
+                    prop_assert_eq!(
+                        free_pointer(&mut r, h.lane(), address),
+                        LaneStatus::InvalidHandle
+                    );
+                }
             }
             Step::ForgeLane { pick, lane } if !live.is_empty() => {
                 let (h, _) = live[pick % live.len()];
@@ -362,7 +420,9 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                 match Op::from_code(op) {
                     None => prop_assert_eq!(reply.status, Status::UnknownOp as u32),
                     Some(_) if mask == 0 => prop_assert_eq!(reply.status, Status::EmptyMask as u32),
-                    Some(Op::Free) => prop_assert_eq!(reply.status, Status::Partial as u32),
+                    Some(Op::Free | Op::FreePointer) => {
+                        prop_assert_eq!(reply.status, Status::Partial as u32)
+                    }
                     Some(_) => {
                         // A valid small allocation of 1 byte per lane: free it again.
                         prop_assert_eq!(reply.status, Status::Ok as u32);
@@ -797,4 +857,157 @@ fn a_warp_free_with_a_lane_freed_before_is_judged_lane_by_lane() {
     }
     r.drain_quarantine();
     assert!(r.is_empty());
+}
+
+#[test]
+fn each_bad_pointer_free_has_its_status_and_is_counted() {
+    let mut r = resolver_without_quarantine();
+    let sizes = [100u64; 32]; // small class: objects packed by lane
+    let reply = r.resolve(&alloc_request(Op::AllocContiguous, u32::MAX, sizes));
+    let handles = orchestrator::cpu::handles_from_reply(&reply, &sizes);
+    let at = |lane: usize| handles[lane].address();
+    assert_eq!(
+        free_pointer(&mut r, 0, at(4) + 8),
+        LaneStatus::InteriorPointer
+    );
+    assert_eq!(
+        free_pointer(&mut r, 0, 0x1234_5000),
+        LaneStatus::InvalidHandle
+    );
+    assert_eq!(free_pointer(&mut r, 0, u64::MAX), LaneStatus::InvalidHandle);
+    // Any lane may free any object by its address; the object's own lane is freed.
+    assert_eq!(free_pointer(&mut r, 7, at(4)), LaneStatus::Ok);
+    assert_eq!(free_pointer(&mut r, 4, at(4)), LaneStatus::DoubleFree);
+    assert_eq!(free_one(&mut r, 4, handles[4]), LaneStatus::DoubleFree);
+    r.check_invariants().unwrap();
+    // The whole warp's pointers in one request free the rest.
+    let mut words = [0u64; 32];
+    for (lane, word) in words.iter_mut().enumerate() {
+        *word = if lane == 4 { 0 } else { at(lane) };
+    }
+    let reply = r.resolve(&RequestRecord {
+        op: Op::FreePointer as u32,
+        lane_mask: u32::MAX,
+        warp: 1,
+        reserved: 0,
+        words,
+    });
+    assert_eq!(reply.status, Status::Ok as u32);
+    assert!(r.is_empty());
+    let counters = r.counters();
+    assert_eq!(counters.lanes_freed, 32);
+    assert_eq!(
+        counters.by_lane_status[LaneStatus::InteriorPointer as usize],
+        1
+    );
+    assert_eq!(
+        counters.by_lane_status[LaneStatus::InvalidHandle as usize],
+        2
+    );
+    assert_eq!(counters.by_lane_status[LaneStatus::DoubleFree as usize], 2);
+}
+
+/// One warp's divergent calls, as the GPU may serve them: lane 0 alone allocates, frees and
+/// frees again by pointer while the other lanes allocate, free an interior pointer and free by
+/// pointer, each call split into random groups of lanes, and four warps' requests interleaved.
+#[test]
+fn pointer_frees_from_split_groups_free_every_object() {
+    let mut r = resolver();
+    let mut rng = xorshift(12345);
+    for round in 0..2000 {
+        // Per warp: the requests in its order, each (lanes, step).
+        let queues: Vec<Vec<(u32, u8)>> = (0..4)
+            .map(|_| {
+                let mut queue = vec![(1u32, 0u8), (1, 1), (1, 2)];
+                for step in 3..6 {
+                    let mut group = 0u32;
+                    for lane in 0..32 {
+                        if group != 0 && rng().is_multiple_of(5) {
+                            queue.push((group, step));
+                            group = 0;
+                        }
+                        group |= 1 << lane;
+                    }
+                    queue.push((group, step));
+                }
+                queue
+            })
+            .collect();
+        let mut next = [0usize; 4];
+        let mut lone = [0u64; 4];
+        let mut objects = [[0u64; 32]; 4];
+        while let Some(warp) = {
+            let waiting: Vec<usize> = (0..4).filter(|&w| next[w] < queues[w].len()).collect();
+            (!waiting.is_empty()).then(|| waiting[(rng() % waiting.len() as u64) as usize])
+        } {
+            let (mask, step) = queues[warp][next[warp]];
+            next[warp] += 1;
+            let sizes = |bytes: u64| -> [u64; 32] {
+                std::array::from_fn(|l| if mask >> l & 1 == 1 { bytes } else { 0 })
+            };
+            match step {
+                0 => {
+                    let reply = r.resolve(&alloc_request(Op::AllocContiguous, mask, sizes(256)));
+                    lone[warp] =
+                        orchestrator::cpu::handles_from_reply(&reply, &sizes(256))[0].address();
+                }
+                1 | 2 => {
+                    let want = if step == 1 {
+                        LaneStatus::Ok
+                    } else {
+                        LaneStatus::DoubleFree
+                    };
+                    assert_eq!(free_pointer(&mut r, 0, lone[warp]), want, "round {round}");
+                }
+                3 => {
+                    let reply = r.resolve(&alloc_request(Op::AllocContiguous, mask, sizes(4096)));
+                    let handles = orchestrator::cpu::handles_from_reply(&reply, &sizes(4096));
+                    for lane in (0..32).filter(|l| mask >> l & 1 == 1) {
+                        objects[warp][lane] = handles[lane].address();
+                    }
+                }
+                _ => {
+                    let offset = if step == 4 { 16 } else { 0 };
+                    let words = std::array::from_fn(|l| {
+                        if mask >> l & 1 == 1 {
+                            objects[warp][l] + offset
+                        } else {
+                            0
+                        }
+                    });
+                    let reply = r.resolve(&RequestRecord {
+                        op: Op::FreePointer as u32,
+                        lane_mask: mask,
+                        warp: warp as u32,
+                        reserved: 0,
+                        words,
+                    });
+                    let want = if step == 4 {
+                        LaneStatus::InteriorPointer
+                    } else {
+                        LaneStatus::Ok
+                    };
+                    for lane in (0..32).filter(|l| mask >> l & 1 == 1) {
+                        assert_eq!(
+                            reply.lane_status[lane], want as u8,
+                            "round {round} lane {lane}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(r.live_chunks(), 0, "round {round}");
+        r.check_invariants().unwrap();
+    }
+}
+
+/// A small xorshift generator for the test above.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
 }

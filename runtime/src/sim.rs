@@ -65,6 +65,12 @@ impl<'a> CpuWarp<'a> {
         self.sim.device.free(self.id, mask, handles)
     }
 
+    /// `am::free(void*)` from the lanes in `mask`: lane `l` gives back the object whose first
+    /// byte is at `addresses[l]`.
+    pub fn free_pointers(&self, mask: u32, addresses: &[u64; WARP_LANES]) -> FreeOutcome {
+        self.sim.device.free_pointers(self.id, mask, addresses)
+    }
+
     /// Run `f` on the segment holding the word at `address`.
     fn with_segment<R>(&self, address: u64, f: impl Fn(&HostArena) -> R) -> R {
         if let Some(arena) = self

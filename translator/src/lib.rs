@@ -1,4 +1,4 @@
-//! The warp-aware layout of alignmalloc, written once in Rust; `device/include/alignmalloc/layout.h`
+//! The warp-aware layout of alignmalloc, written once in Rust; `device/include/alignmalloc/detail/layout.h`
 //! is its CUDA C++ twin and a parity test holds the two equal.
 //!
 //! - [`geometry`]: from the 32 lane sizes of one warp request, the size class, tile, per-lane span,

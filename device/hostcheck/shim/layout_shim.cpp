@@ -1,7 +1,7 @@
 // C entry points over alignmalloc/layout.h, compiled as host C++, so Rust can compare the header
 // with the `translator` crate.
-#include <alignmalloc/layout.h>
-#include <alignmalloc/records.h>
+#include <alignmalloc/detail/layout.h>
+#include <alignmalloc/detail/records.h>
 
 extern "C" {
 
@@ -95,16 +95,47 @@ am::u64 am_shim_record_layout(unsigned which, unsigned field) {
 #undef AM_AT
 }
 
-// The codes shared with Rust: ops 1..3, statuses 0..7, lane statuses 0..3, the contiguous layout.
+// The codes shared with Rust: ops 1..4, statuses 0..8, lane statuses 0..3, the contiguous layout.
 am::u64 am_shim_code(unsigned which) {
   const am::u64 codes[] = {
-      am::kOpAlloc, am::kOpAllocContiguous, am::kOpFree,
+      am::kOpAlloc, am::kOpAllocContiguous, am::kOpFree, am::kOpFreePointer,
       am::kStatusOk, am::kStatusOutOfMemory, am::kStatusSizeOverLimit, am::kStatusUnknownOp,
       am::kStatusEmptyMask, am::kStatusBadSequence, am::kStatusShutdown, am::kStatusPartial,
+      am::kStatusUnbound,
       am::kLaneOk, am::kLaneInvalidHandle, am::kLaneDoubleFree, am::kLaneInteriorPointer,
       am::kLayoutContiguous,
   };
   return which < sizeof(codes) / sizeof(codes[0]) ? codes[which] : ~0ull;
+}
+
+// A 12-byte element, which straddles tile edges in arranged memory.
+struct Triple {
+  unsigned a, b, c;
+};
+
+// am::ptr<Triple>: store element i = {3i, 3i+1, 3i+2} for i < n through `h` (views start at
+// `first`), then read every element back through a ptr<const Triple>; the count that differ.
+am::u64 am_shim_ptr_store_triples(am::u64 h, am::u64 first, am::u64 n) {
+  am::ptr<Triple> p{h};
+  p += (long long)first;
+  for (unsigned i = 0; i < n; ++i) p.store(i, Triple{3 * i, 3 * i + 1, 3 * i + 2});
+  const am::ptr<const Triple> view = p;
+  am::u64 wrong = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const Triple t = view.load(i);
+    wrong += t.a != 3 * i || t.b != 3 * i + 1 || t.c != 3 * i + 2;
+  }
+  return wrong;
+}
+
+// The address am::ptr<T> of element size 2^size_log2 gives for (first + index), as p[index]
+// after p += first.
+am::u64 am_shim_ptr_address(am::u64 h, am::u64 first, am::u64 index, unsigned size_log2) {
+  switch (size_log2) {
+    case 0: return (am::u64)&(am::ptr<unsigned char>{h} + (long long)first)[index];
+    case 2: return (am::u64)&(am::ptr<unsigned>{h} + (long long)first)[index];
+    default: return (am::u64)&(am::ptr<am::u64>{h} + (long long)first)[index];
+  }
 }
 
 }  // extern "C"

@@ -82,6 +82,26 @@ unsafe extern "C" {
     safe fn am_shim_record_layout(which: u32, field: u32) -> u64;
     safe fn am_shim_code(which: u32) -> u64;
     safe fn am_shim_offsetof_geometry(field: u32) -> u64;
+    fn am_shim_ptr_store_triples(h: u64, first: u64, n: u64) -> u64;
+    safe fn am_shim_ptr_address(h: u64, first: u64, index: u64, size_log2: u32) -> u64;
+}
+
+/// The address `am::ptr<T>` gives for element `first + index` (`sizeof(T)` = 1, 4 or 8 for
+/// `size_log2` 0, 2, 3), reached by index arithmetic (`p += first`) and then `p[index]`.
+pub fn ptr_address(h: u64, first: u64, index: u64, size_log2: u32) -> u64 {
+    am_shim_ptr_address(h, first, index, size_log2)
+}
+
+/// Stores 12-byte elements `i = {3i, 3i+1, 3i+2}`, `i < n`, through `am::ptr<T>::store` from
+/// element `first` of the object behind `h`, reads them back with `load` through a
+/// `ptr<const T>`, and returns how many differ.
+///
+/// # Safety
+/// Every byte of elements `first..first + n` of the object behind `h` (12 bytes each, through
+/// the handle's layout) must be memory this process may write.
+pub unsafe fn ptr_store_triples(h: u64, first: u64, n: u64) -> u64 {
+    // SAFETY: the caller vouches for the bytes the header writes.
+    unsafe { am_shim_ptr_store_triples(h, first, n) }
 }
 
 /// `am::slot_of`.

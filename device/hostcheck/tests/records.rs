@@ -80,7 +80,7 @@ fn device_mailbox_matches() {
 
 #[test]
 fn codes_match() {
-    let mut rust: Vec<u64> = [Op::Alloc, Op::AllocContiguous, Op::Free]
+    let mut rust: Vec<u64> = [Op::Alloc, Op::AllocContiguous, Op::Free, Op::FreePointer]
         .iter()
         .map(|&o| o as u64)
         .collect();
