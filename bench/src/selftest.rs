@@ -143,7 +143,7 @@ pub trait Device {
 }
 
 /// Names of the bad-input checks, in the order of `am_selftest_bad`.
-pub const BAD_CHECKS: [&str; 9] = [
+pub const BAD_CHECKS: [&str; 17] = [
     "size 0: null handle",
     "size 0: status Ok",
     "over the per-lane limit: SizeOverLimit",
@@ -153,6 +153,14 @@ pub const BAD_CHECKS: [&str; 9] = [
     "foreign handle: InvalidHandle",
     "interior pointer: InteriorPointer",
     "free after the interior try: Ok",
+    "pointer free: Ok",
+    "pointer double free: DoubleFree",
+    "pointer into an object: InteriorPointer",
+    "pointer free after the interior try: Ok",
+    "4 KiB objects of every lane: null handles 0",
+    "4 KiB objects of every lane: highest status Ok",
+    "4 KiB plain objects of every lane: null pointers 0",
+    "4 KiB plain objects of every lane: highest status Ok",
 ];
 
 /// The tag of word `w` of owner `t`'s object (as `tag` in selftest.cu).

@@ -7,7 +7,7 @@
 //   am_free:   free; statuses[t] is the lane's status (mode 2: 0).
 //   am_tag:    write t's tag over the first and last 8-byte word of its object (untimed).
 //   am_check:  count the objects whose two words no longer hold t's tag (overlaps, corruption).
-#include <alignmalloc/client.cuh>
+#include <alignmalloc/alignmalloc.cuh>
 
 namespace {
 

@@ -1,6 +1,6 @@
-// Layout parity on the GPU: applies alignmalloc/layout.h to inputs drawn by the host, which
+// Layout parity on the GPU: applies alignmalloc/detail/layout.h to inputs drawn by the host, which
 // compares every output with the Rust `translator` crate.
-#include <alignmalloc/layout.h>
+#include <alignmalloc/alignmalloc.cuh>
 
 // One thread per (handle, offset) pair: translate, the address am::ptr computes, the chunk base
 // under both slot orders, and the decoded fields.

@@ -3,7 +3,7 @@
 // Calls come from divergent branches, in all size classes and both layouts, and each warp also
 // sends the bad inputs whose statuses must come back: size 0, a size over the limit, a double
 // free, a foreign handle and an interior pointer.
-#include <alignmalloc/client.cuh>
+#include <alignmalloc/alignmalloc.cuh>
 
 namespace {
 

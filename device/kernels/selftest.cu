@@ -7,7 +7,9 @@
 //   am_selftest_free:   (a) every thread frees its object; its lane status is recorded.
 //   am_selftest_rounds: (b) rounds of malloc / tag / check / free of 1 KiB..256 KiB.
 //   am_selftest_bad:    (c) bad input from device code; each status is recorded for the host.
-#include <alignmalloc/client.cuh>
+//                       The pointer checks go through the default mailbox (am::malloc_plain,
+//                       am::free(void*)), which the runtime binds when it loads this module.
+#include <alignmalloc/alignmalloc.cuh>
 
 namespace {
 
@@ -109,6 +111,14 @@ enum BadCheck : unsigned {
   kForeignHandle,      // a handle never handed out: InvalidHandle
   kInteriorPointer,    // a handle 16 bytes into an object: InteriorPointer
   kAfterInteriorFree,  // the object itself afterwards: Ok
+  kPointerFree,        // the same through plain pointers and the default mailbox: Ok,
+  kPointerDoubleFree,  // DoubleFree,
+  kPointerInterior,    // InteriorPointer,
+  kPointerAfterInterior,  // Ok
+  kObjectNullLanes,    // lanes of the warp whose 4 KiB object (interior check) is null: 0
+  kObjectWorstStatus,  // the highest status any lane got for it: Ok
+  kPlainNullLanes,     // the same for the plain 4 KiB objects: 0
+  kPlainWorstStatus,   // Ok
   kBadChecks,
 };
 
@@ -155,8 +165,18 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
     out[2 * kForeignHandle] = am::kLaneInvalidHandle;
     out[2 * kForeignHandle + 1] = foreign.lane_status;
   }
+  if (lane == 0) {
+    out[2 * kObjectNullLanes] = 0;
+    out[2 * kObjectWorstStatus] = am::kStatusOk;
+    out[2 * kPlainNullLanes] = 0;
+    out[2 * kPlainWorstStatus] = am::kStatusOk;
+  }
   // An interior pointer, from the whole warp: every lane frees 16 bytes into its object.
+  status = 0xFFFFFFFFu;
   const am::u64 obj = am::malloc(mb, 4096, &status);
+  // Every lane, not only lane 0: a warp may reach the call in several groups.
+  if (obj == 0) atomicAdd((unsigned long long*)&out[2 * kObjectNullLanes + 1], 1ull);
+  atomicMax((unsigned long long*)&out[2 * kObjectWorstStatus + 1], (unsigned long long)status);
   const am::FreeResult interior = am::free(mb, obj == 0 ? 0 : obj + 16);
   const am::FreeResult whole = am::free(mb, obj);
   if (lane == 0) {
@@ -164,6 +184,29 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
     out[2 * kInteriorPointer + 1] = obj == 0 ? 0xFFFFFFFFull : interior.lane_status;
     out[2 * kAfterInteriorFree] = am::kLaneOk;
     out[2 * kAfterInteriorFree + 1] = whole.lane_status;
+  }
+  // By address, through the default mailbox: lane 0 frees its pointer twice (divergent), then
+  // every lane frees 16 bytes into its object, then the object.
+  if (lane == 0) {
+    void* p = am::malloc_plain(256, &status);
+    const am::FreeResult first = am::free(p);
+    const am::FreeResult second = am::free(p);
+    out[2 * kPointerFree] = am::kLaneOk;
+    out[2 * kPointerFree + 1] = p == nullptr ? 0xFFFFFFFFull : first.lane_status;
+    out[2 * kPointerDoubleFree] = am::kLaneDoubleFree;
+    out[2 * kPointerDoubleFree + 1] = second.lane_status;
+  }
+  status = 0xFFFFFFFFu;
+  char* q = static_cast<char*>(am::malloc_plain(4096, &status));
+  if (q == nullptr) atomicAdd((unsigned long long*)&out[2 * kPlainNullLanes + 1], 1ull);
+  atomicMax((unsigned long long*)&out[2 * kPlainWorstStatus + 1], (unsigned long long)status);
+  const am::FreeResult inside = am::free(q == nullptr ? nullptr : q + 16);
+  const am::FreeResult plain_whole = am::free(q);
+  if (lane == 0) {
+    out[2 * kPointerInterior] = am::kLaneInteriorPointer;
+    out[2 * kPointerInterior + 1] = q == nullptr ? 0xFFFFFFFFull : inside.lane_status;
+    out[2 * kPointerAfterInterior] = am::kLaneOk;
+    out[2 * kPointerAfterInterior + 1] = plain_whole.lane_status;
   }
 }
 

@@ -4,7 +4,7 @@
 //   0 lockstep:     the lanes of a warp read the same random offsets (seeded by the warp)
 //   1 independent:  each lane reads its own random offsets (seeded by the thread)
 //   2 sweep:        each lane walks its range in `reads` equal strides
-#include <alignmalloc/layout.h>
+#include <alignmalloc/alignmalloc.cuh>
 
 namespace {
 

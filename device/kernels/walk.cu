@@ -16,7 +16,7 @@
 // walk_random(seed, w, s) % degree, and ends early at a vertex without neighbours (the rest of its
 // path is kNoVertex). Each walker's path digest goes to `digests`; its whole path to `paths` when
 // that is not null. The formulas are the twins of bench/src/walk.rs.
-#include <alignmalloc/client.cuh>
+#include <alignmalloc/alignmalloc.cuh>
 
 namespace {
 

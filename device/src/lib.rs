@@ -1,8 +1,9 @@
 //! alignmalloc's CUDA C++ sources, embedded in the binary so the runtime can compile them with
 //! NVRTC wherever it runs, and so user kernels can `#include` the same headers.
 //!
-//! - [`HEADERS`]: what user kernels include (`#include <alignmalloc/layout.h>`); the runtime puts
-//!   them on NVRTC's include path under these relative paths.
+//! - [`HEADERS`]: what user kernels include (`#include <alignmalloc/alignmalloc.cuh>`, which
+//!   includes the rest); the runtime puts them on NVRTC's include path under these relative
+//!   paths, and the C library installs the same files for nvcc.
 //! - [`KERNELS`]: the project's own kernels (self-tests, benchmarks), each a complete translation
 //!   unit with `extern "C"` entry points.
 //!
@@ -17,21 +18,29 @@ pub struct Source {
     pub text: &'static str,
 }
 
-/// The public headers, by include path.
+/// The headers, by include path: the public one, and the internals it includes.
 pub const HEADERS: &[Source] = &[
     Source {
-        path: "alignmalloc/layout.h",
-        text: include_str!("../include/alignmalloc/layout.h"),
+        path: "alignmalloc/alignmalloc.cuh",
+        text: include_str!("../include/alignmalloc/alignmalloc.cuh"),
     },
     Source {
-        path: "alignmalloc/records.h",
-        text: include_str!("../include/alignmalloc/records.h"),
+        path: "alignmalloc/detail/layout.h",
+        text: include_str!("../include/alignmalloc/detail/layout.h"),
     },
     Source {
-        path: "alignmalloc/client.cuh",
-        text: include_str!("../include/alignmalloc/client.cuh"),
+        path: "alignmalloc/detail/records.h",
+        text: include_str!("../include/alignmalloc/detail/records.h"),
+    },
+    Source {
+        path: "alignmalloc/detail/client.cuh",
+        text: include_str!("../include/alignmalloc/detail/client.cuh"),
     },
 ];
+
+/// The name of the default mailbox in a module NVRTC compiled from a source that includes
+/// `alignmalloc.cuh`: the runtime writes it when it loads the module.
+pub const DEFAULT_MAILBOX_SYMBOL: &str = "alignmalloc_default_mailbox";
 
 /// The layout parity kernel: applies `layout.h` to inputs the host drew, so the host can compare
 /// every result with the `translator` crate.

@@ -1,6 +1,6 @@
 // Each thread reads the object the host filled for it, allocates an object of its own from inside
 // the kernel, and writes twice each input word into it.
-#include <alignmalloc/client.cuh>
+#include <alignmalloc/alignmalloc.cuh>
 
 extern "C" __global__ void double_it(am::DeviceMailbox mb, const unsigned long long* inputs,
                                      unsigned long long* outputs, unsigned threads,

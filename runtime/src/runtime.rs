@@ -323,12 +323,33 @@ impl Runtime {
         }
     }
 
+    /// Free the object whose first byte is at `address` (a plain pointer, as `am::malloc_plain`
+    /// gives it; 0 is a no-op), judged as a free of that object's handle. An address carries no
+    /// generation: once a new object starts at a freed address, a free of it frees the new one.
+    pub fn free_pointer(&self, address: u64) -> Result<()> {
+        let mut addresses = [0; WARP_LANES];
+        addresses[0] = address;
+        match self.resolver.lock().free_pointers(&addresses)[0] {
+            LaneStatus::Ok => Ok(()),
+            status => Err(Error::BadHandle {
+                handle: address,
+                status,
+            }),
+        }
+    }
+
     /// Free every object of an [`ArrangedAlloc`]; the first failure is returned after all were
     /// tried.
     pub fn free_arranged(&self, objects: ArrangedAlloc) -> Result<()> {
+        self.free_many(&objects.handles)
+    }
+
+    /// Free every handle of `handles` (null ones are skipped), 32 at a time as a warp frees
+    /// them; the first failure is returned after all were tried.
+    pub fn free_many(&self, handles: &[Handle]) -> Result<()> {
         let mut first_error = None;
         let mut r = self.resolver.lock();
-        for group in objects.handles.chunks(WARP_LANES) {
+        for group in handles.chunks(WARP_LANES) {
             let lanes = warp_of(group);
             let outcomes = r.free_lanes(&lanes);
             if let Some(lane) = outcomes.iter().position(|&o| o != LaneStatus::Ok) {
@@ -427,11 +448,42 @@ impl Runtime {
         Ok(c.compiler.get_or_init(|| compiler))
     }
 
-    /// Compile CUDA C++ `source` (which may `#include <alignmalloc/client.cuh>`) and load it.
+    /// Compile CUDA C++ `source` (which may `#include <alignmalloc/alignmalloc.cuh>`) and load it.
     /// `name` names the source in compiler messages.
+    /// Its kernels' default mailbox (`am::malloc(bytes)` without a mailbox argument) is this
+    /// runtime's.
     pub fn compile(&self, name: &str, source: &str) -> Result<Arc<CudaModule>> {
         let ptx = self.compiler()?.compile(name, source)?;
-        Ok(self.cuda("loading a module")?.context.load_module(ptx)?)
+        let c = self.cuda("loading a module")?;
+        let module = c.context.load_module(ptx)?;
+        self.bind_default_mailbox(c, &module)?;
+        Ok(module)
+    }
+
+    /// Write the module's default mailbox, if its source included `alignmalloc.cuh`.
+    fn bind_default_mailbox(&self, c: &CudaBackend, module: &Arc<CudaModule>) -> Result<()> {
+        c.context.bind_to_thread()?;
+        let mut symbol = match module.get_global(device::DEFAULT_MAILBOX_SYMBOL, &c.stream) {
+            Ok(symbol) => symbol,
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND => {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mailbox = self.mailbox_arg()?.0;
+        let bytes: &[u8] = bytemuck::bytes_of(&mailbox);
+        if symbol.len() != bytes.len() {
+            return Err(Error::Config(format!(
+                "the module's {} has {} bytes, the runtime's mailbox {}: the headers and the \
+                 runtime are of different versions",
+                device::DEFAULT_MAILBOX_SYMBOL,
+                symbol.len(),
+                bytes.len()
+            )));
+        }
+        c.stream.memcpy_htod(bytes, &mut symbol)?;
+        c.stream.synchronize()?;
+        Ok(())
     }
 
     /// Launch `kernel` on the runtime's stream. Its first parameter must be the

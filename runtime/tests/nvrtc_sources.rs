@@ -57,12 +57,67 @@ fn every_header_compiles_alone_and_with_libcudacxx() {
 #[test]
 fn a_device_type_error_is_reported_with_the_log() {
     let Some(compiler) = compiler() else { return };
-    let bad = "#include <alignmalloc/layout.h>\n\
-               extern \"C\" __global__ void k() { am::ptr<char[3]> p{0}; (void)p; }\n";
+    let bad = "#include <alignmalloc/alignmalloc.cuh>\n\
+               extern \"C\" __global__ void k(char* out) { am::ptr<char[3]> p{0}; *out = p[0][0]; }\n";
     match compiler.compile("bad.cu", bad) {
         Err(CompileError::Compile { name, log }) => {
             assert_eq!(name, "bad.cu");
             assert!(log.contains("power of two"), "log: {log}");
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_public_api_compiles_and_exports_the_default_mailbox() {
+    let Some(compiler) = compiler() else { return };
+    // Every device entry point of alignmalloc.cuh, the default and the explicit mailbox, the
+    // plain-pointer path, and am::ptr's index arithmetic, const views and piecewise elements.
+    let unit = r#"
+        #include <alignmalloc/alignmalloc.cuh>
+        struct Triple { float x, y, z; };
+        extern "C" __global__ void k(am::DeviceMailbox mb, unsigned long long* out) {
+          unsigned status;
+          am::ptr<unsigned> a{am::malloc(4096, &status)};
+          am::ptr<const unsigned> view = a + 3;
+          out[0] = view[1] + (unsigned)(view - a);
+          am::ptr<Triple> t{am::malloc_contiguous(12 * 100)};
+          t.store(5, Triple{1, 2, 3});
+          out[1] = (unsigned long long)t.load(5).y;
+          void* p = am::malloc_plain(64);
+          out[2] = am::free(p).lane_status + am::free(a.handle).status + am::free(t.handle).status;
+          out[3] = am::free(mb, am::malloc(mb, 8)).status + (am::free(mb, am::malloc_plain(mb, 8)).status);
+        }
+    "#;
+    let ptx = compiler
+        .compile("public_api.cu", unit)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_src();
+    // Unmangled and of the mailbox's size, so the runtime finds it by name after loading.
+    let declaration = format!(
+        ".global .align 8 .b8 {}[{}];",
+        device::DEFAULT_MAILBOX_SYMBOL,
+        std::mem::size_of::<orchestrator::DeviceMailbox>()
+    );
+    assert!(
+        ptx.contains(&declaration),
+        "no `{declaration}` among the module's globals: {}",
+        ptx.lines()
+            .filter(|l| l.contains(".global"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn element_access_by_reference_is_refused_for_sizes_that_straddle_tiles() {
+    let Some(compiler) = compiler() else { return };
+    let unit = "#include <alignmalloc/alignmalloc.cuh>\n\
+                struct Triple { float x, y, z; };\n\
+                extern \"C\" __global__ void k(float* out) { am::ptr<Triple> p{0}; *out = p[0].x; }\n";
+    match compiler.compile("triple.cu", unit) {
+        Err(CompileError::Compile { log, .. }) => {
+            assert!(log.contains("use load(i) and store(i, v)"), "log: {log}")
         }
         other => panic!("expected a compile error, got {other:?}"),
     }

@@ -229,6 +229,7 @@ impl Device for SimDevice<'_> {
             let objects = warp
                 .malloc(all, &[4096; WARP_LANES])
                 .unwrap_or([Handle::NULL; WARP_LANES]);
+            let handles_null = objects.iter().filter(|h| h.is_null()).count();
             let interior = objects.map(|h| if h.is_null() { h } else { Handle(h.0 + 16) });
             let tried = warp.free(all, &interior);
             let whole = warp.free(all, &objects);
@@ -241,6 +242,47 @@ impl Device for SimDevice<'_> {
                 },
             ));
             out.push((LaneStatus::Ok as u64, whole.lanes[0] as u64));
+            // The same by address (`am::malloc_plain`, `am::free(void*)`): lane 0 frees its
+            // pointer twice, then the warp frees 16 bytes into its objects, then the objects.
+            one[0] = 256;
+            let p = warp
+                .malloc_contiguous(1, &one)
+                .map_or(0, |h| h[0].address());
+            let mut lane0 = [0u64; WARP_LANES];
+            lane0[0] = p;
+            let first = warp.free_pointers(1, &lane0);
+            let second = warp.free_pointers(1, &lane0);
+            out.push((
+                LaneStatus::Ok as u64,
+                if p == 0 {
+                    0xFFFF_FFFF
+                } else {
+                    first.lanes[0] as u64
+                },
+            ));
+            out.push((LaneStatus::DoubleFree as u64, second.lanes[0] as u64));
+            let objects = warp
+                .malloc_contiguous(all, &[4096; WARP_LANES])
+                .map_or([0; WARP_LANES], |h| h.map(|h| h.address()));
+            let interior = objects.map(|a| if a == 0 { 0 } else { a + 16 });
+            let tried = warp.free_pointers(all, &interior);
+            let whole = warp.free_pointers(all, &objects);
+            out.push((
+                LaneStatus::InteriorPointer as u64,
+                if objects[0] == 0 {
+                    0xFFFF_FFFF
+                } else {
+                    tried.lanes[0] as u64
+                },
+            ));
+            out.push((LaneStatus::Ok as u64, whole.lanes[0] as u64));
+            // Every lane's 4 KiB objects of the interior checks: none null, every status Ok
+            // (CPU warps never split, so these hold by construction here).
+            let plain_null = objects.iter().filter(|&&a| a == 0).count();
+            for got in [handles_null, plain_null] {
+                out.push((0, got as u64));
+                out.push((Status::Ok as u64, Status::Ok as u64));
+            }
             let base = warp.id() as usize * BAD_CHECKS.len() * 2;
             for (i, (expected, got)) in out.into_iter().enumerate() {
                 results[base + 2 * i].store(expected, Ordering::Relaxed);

@@ -5,11 +5,12 @@
 #ifndef ALIGNMALLOC_RECORDS_H
 #define ALIGNMALLOC_RECORDS_H
 
-#include <alignmalloc/layout.h>
+#include <alignmalloc/detail/layout.h>
 
 namespace am {
 
-enum Op : u32 { kOpAlloc = 1, kOpAllocContiguous = 2, kOpFree = 3 };
+// kOpFreePointer: each lane's word is an object's first-byte address (free(void*)), not a handle.
+enum Op : u32 { kOpAlloc = 1, kOpAllocContiguous = 2, kOpFree = 3, kOpFreePointer = 4 };
 
 // Whole-warp outcome.
 enum Status : u32 {
@@ -21,6 +22,7 @@ enum Status : u32 {
   kStatusBadSequence = 5,   // the port's sequence number skipped; request dropped, port resynced
   kStatusShutdown = 6,      // the service stopped; request not served
   kStatusPartial = 7,       // some lanes of a free failed (see lane_status)
+  kStatusUnbound = 8,       // the mailbox was never bound (all zero); nothing sent (device only)
 };
 
 // Per-lane outcome of a free.
@@ -52,7 +54,8 @@ struct ReplyRecord {
 };
 
 // What a kernel needs to reach the service thread; the runtime fills it in and passes it by
-// value. Ports live in pinned host memory mapped for the device; the port locks live in device
+// value (or binds it as the default mailbox, see alignmalloc.cuh). An all-zero mailbox (ports 0)
+// is unbound: every call through it answers kStatusUnbound without touching memory. Ports live in pinned host memory mapped for the device; the port locks live in device
 // memory. A port's next sequence number is its acknowledged one plus 1: the lock holder is the
 // port's only device writer and every earlier request on it was acknowledged before the lock was
 // released, so no device-side copy (which a stale cache line could make lie) is kept.

@@ -192,23 +192,135 @@ AM_HD u64 lane_handle_contiguous(const Geometry& g, u64 chunk_base, const u64* s
   return lane_handle_from(g, chunk_base, lane, small_offset(sizes, lane), kLayoutContiguous);
 }
 
+template <class A, class B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <class A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
+// T without a top-level const (the value type of ptr<const T>::load), and whether it had one.
+template <class T>
+struct remove_const_of {
+  typedef T type;
+  static constexpr bool had_const = false;
+};
+template <class T>
+struct remove_const_of<const T> {
+  typedef T type;
+  static constexpr bool had_const = true;
+};
+
 // ---- typed access ------------------------------------------------------------------------------
 
-// A typed view of an allocation: every element access translates through the handle. Elements
-// must be a power of two of at most 4 KiB so that none straddles a tile (tiles are >= 4 KiB).
+// A typed view of an allocation: every element access translates through the handle, so it works
+// for both layouts. `first` is the element the view starts at, which index arithmetic moves (the
+// handle itself never changes, so any view can still be freed through `handle`).
+//
+// T may be any trivially copyable type. `p[i]`, `*p` and `p->` give a reference and need
+// sizeof(T) a power of two of at most 4 KiB: such an element never straddles a tile (tiles are
+// 4 KiB..64 KiB), so it lies at one address. Other sizes (12- or 24-byte structs, float3) may
+// straddle a tile edge in arranged memory: read and write them with load(i) and store(i, v),
+// which copy the element piecewise where it crosses an edge. Use ptr<const T> for read-only
+// access; a ptr<T> converts to it.
 template <class T>
 struct ptr {
-  static_assert(sizeof(T) <= 4096 && (sizeof(T) & (sizeof(T) - 1)) == 0,
-                "am::ptr<T> needs sizeof(T) a power of two of at most 4096 bytes");
+  static_assert(__is_trivially_copyable(T),
+                "am::ptr<T> needs a trivially copyable T: elements are copied as bytes");
   u64 handle;
+  u64 first = 0;
+
+  // Whether T can be accessed by reference: a power of two of at most 4 KiB bytes.
+  static constexpr bool kByReference = sizeof(T) <= 4096 && (sizeof(T) & (sizeof(T) - 1)) == 0;
+
+  // Address of element `index` of the view (its first byte).
+  AM_HD u64 address_of(u64 index) const {
+    return translate(handle, (first + index) * (u64)sizeof(T));
+  }
 
   AM_HD T& operator[](u64 index) const {
-    return *reinterpret_cast<T*>(translate(handle, index * (u64)sizeof(T)));
+    static_assert(kByReference,
+                  "am::ptr<T>::operator[] needs sizeof(T) a power of two of at most 4096 bytes "
+                  "(such an element never straddles a tile); use load(i) and store(i, v) for "
+                  "other sizes");
+    return *reinterpret_cast<T*>(address_of(index));
   }
+  AM_HD T& operator*() const { return (*this)[0]; }
+  AM_HD T* operator->() const { return &(*this)[0]; }
+
+  // Element `index` by value; any trivially copyable T.
+  AM_HD typename remove_const_of<T>::type load(u64 index) const {
+    typename remove_const_of<T>::type value;
+    copy_element(index, reinterpret_cast<unsigned char*>(&value), true);
+    return value;
+  }
+
+  // Write element `index`; any trivially copyable T.
+  AM_HD void store(u64 index, const T& value) const {
+    static_assert(!remove_const_of<T>::had_const, "am::ptr<const T> is read-only");
+    copy_element(index, const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(&value)),
+                 false);
+  }
+
+  // Index arithmetic: a view `n` elements further (or back).
+  AM_HD ptr operator+(long long n) const { return ptr{handle, first + (u64)n}; }
+  AM_HD ptr operator-(long long n) const { return ptr{handle, first - (u64)n}; }
+  AM_HD ptr& operator+=(long long n) { first += (u64)n; return *this; }
+  AM_HD ptr& operator-=(long long n) { first -= (u64)n; return *this; }
+  AM_HD ptr& operator++() { ++first; return *this; }
+  AM_HD ptr& operator--() { --first; return *this; }
+  AM_HD ptr operator++(int) { ptr before = *this; ++first; return before; }
+  AM_HD ptr operator--(int) { ptr before = *this; --first; return before; }
+  // Elements between two views of the same allocation.
+  AM_HD long long operator-(const ptr& other) const { return (long long)(first - other.first); }
+  AM_HD bool operator==(const ptr& other) const {
+    return handle == other.handle && first == other.first;
+  }
+  AM_HD bool operator!=(const ptr& other) const { return !(*this == other); }
+  AM_HD bool operator<(const ptr& other) const { return first < other.first; }
+
+  // Read-only view of the same elements (a template, so ptr<const T> has no conversion to
+  // itself).
+  template <class U>
+  AM_HD operator ptr<U>() const {
+    static_assert(remove_const_of<U>::had_const &&
+                      same_type<typename remove_const_of<U>::type,
+                                typename remove_const_of<T>::type>::value,
+                  "an am::ptr<T> converts only to am::ptr<const T>");
+    return ptr<U>{handle, first};
+  }
+
   AM_HD bool is_null() const { return handle == 0; }
   AM_HD bool is_plain() const { return handle_kind(handle) == kHandlePlain; }
-  // The raw pointer of a plain allocation (contiguous memory). Meaningless for arranged handles.
-  AM_HD T* plain() const { return reinterpret_cast<T*>(handle_address(handle)); }
+  // The raw pointer to the view's first element in a plain allocation (contiguous memory).
+  // Meaningless for arranged handles.
+  AM_HD T* plain() const { return reinterpret_cast<T*>(handle_address(handle)) + first; }
+
+ private:
+  // Copy element `index` to (`out`) or from `bytes`, in one piece when it lies in one tile and
+  // piece by piece across a tile edge otherwise.
+  AM_HD void copy_element(u64 index, unsigned char* bytes, bool out) const {
+    const u64 offset = (first + index) * (u64)sizeof(T);
+    const u64 piece = handle_kind(handle) == kHandleArranged ? (1ull << handle_tile_log2(handle))
+                                                             : ~0ull;
+    u64 done = 0;
+    while (done < sizeof(T)) {
+      const u64 at = offset + done;
+      u64 n = piece - at % piece;
+      if (n > sizeof(T) - done) n = sizeof(T) - done;
+      unsigned char* memory = reinterpret_cast<unsigned char*>(translate(handle, at));
+      for (u64 i = 0; i < n; ++i) {
+        if (out) {
+          bytes[done + i] = memory[i];
+        } else {
+          memory[i] = bytes[done + i];
+        }
+      }
+      done += n;
+    }
+  }
 };
 
 }  // namespace am

@@ -1,12 +1,6 @@
-// alignmalloc device client: allocation and free from inside kernels.
-//
-//   #include <alignmalloc/client.cuh>
-//   __global__ void k(am::DeviceMailbox mb) {
-//     u32 status;
-//     am::ptr<float> xs{am::malloc(mb, n * sizeof(float), &status)};   // any lanes, divergent too
-//     ...
-//     am::free(mb, xs.handle);
-//   }
+// alignmalloc device client: allocation and free from inside kernels through an explicit
+// mailbox. Users include <alignmalloc/alignmalloc.cuh>, which adds the default mailbox; this file
+// holds the protocol.
 //
 // A call is warp-collective over the lanes that reach it together (__activemask()): they form
 // one request. The leader takes a port (hash of the global warp id, linear probing over a lock
@@ -16,8 +10,9 @@
 // acquire fence before the reply is read, then the reply is broadcast. Only the leader writes
 // the port, so its release covers everything the host will read. A closed mailbox (service
 // stopped) ends the wait with kStatusShutdown; the flag is read every 1024 polls, never before
-// posting. Single-writer words only: no atomic read-modify-write ever crosses PCIe. See
-// orchestrator/src/mailbox.rs for the host side.
+// posting. An unbound mailbox (all zero) answers kStatusUnbound at once. Single-writer words
+// only: no atomic read-modify-write ever crosses PCIe. See orchestrator/src/mailbox.rs for the
+// host side.
 //
 // Why no acquire load per poll and no flag read before posting: every one of those is a
 // system-scope read across PCIe, and the one flag word read by every warp was the client's
@@ -26,8 +21,8 @@
 #define ALIGNMALLOC_CLIENT_CUH
 
 #include <cuda/atomic>
-#include <alignmalloc/layout.h>
-#include <alignmalloc/records.h>
+#include <alignmalloc/detail/layout.h>
+#include <alignmalloc/detail/records.h>
 
 namespace am {
 
@@ -66,10 +61,23 @@ __device__ __forceinline__ u32 global_warp_id() {
   return (u32)(block * ((threads + 31u) / 32u) + thread / 32u);
 }
 
+// Shuffles among the lanes of `mask`. A lone lane issues no warp-synchronous instruction at all:
+// on the H200, a lane shuffling with a mask of only itself while other lanes of its warp shuffle
+// among themselves (a divergent branch where one lane allocates alone) made the others' shuffles
+// pair with the wrong instructions, so requests carried other lanes' values and frees were lost.
+// device/examples/divergent.cu runs that pattern and checks every free.
+__device__ __forceinline__ bool is_lone_lane(u32 mask) { return (mask & (mask - 1)) == 0; }
+
 __device__ __forceinline__ u64 shfl64(u32 mask, u64 value, u32 source) {
+  if (is_lone_lane(mask)) return value;
   const u32 hi = __shfl_sync(mask, (u32)(value >> 32), source);
   const u32 lo = __shfl_sync(mask, (u32)value, source);
   return ((u64)hi << 32) | lo;
+}
+
+__device__ __forceinline__ u32 shfl32(u32 mask, u32 value, u32 source) {
+  if (is_lone_lane(mask)) return value;
+  return __shfl_sync(mask, value, source);
 }
 
 __device__ __forceinline__ u32 load_host_word(const u32* word) {
@@ -106,6 +114,13 @@ __device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
 __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
   const u32 active = __activemask();
   const u32 lane = lane_id();
+  if (mb.ports == 0) {
+    // Never bound: answer at once (the same in every lane), touching no memory.
+    Reply unbound = {};
+    unbound.active = active;
+    unbound.status = kStatusUnbound;
+    return unbound;
+  }
   const u32 leader = __ffs(active) - 1;
   const u32 warp = global_warp_id();
   u32 port = 0;
@@ -123,7 +138,7 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
   }
   Reply reply;
   reply.active = active;
-  port = __shfl_sync(active, port, leader);
+  port = shfl32(active, port, leader);
   // The leader writes every word it publishes: a release orders the releasing thread's own
   // writes, so the lanes hand their words to the leader instead of storing them themselves.
   volatile u64* words = mb.requests[port].words;
@@ -209,13 +224,36 @@ __device__ inline u64 malloc_contiguous(const DeviceMailbox& mb, u64 size, u32* 
   return detail::alloc(mb, size, kOpAllocContiguous, status);
 }
 
-// Give back a handle from am::malloc (0 is a no-op).
-__device__ inline FreeResult free(const DeviceMailbox& mb, u64 handle) {
-  const Reply r = detail::call(mb, kOpFree, handle);
+// Allocate `size` bytes, thread-contiguous, as a plain pointer (nullptr when the lane asked 0
+// bytes or the request failed). Give it back with am::free(mb, pointer).
+__device__ inline void* malloc_plain(const DeviceMailbox& mb, u64 size, u32* status = nullptr) {
+  return reinterpret_cast<void*>(handle_address(malloc_contiguous(mb, size, status)));
+}
+
+namespace detail {
+
+__device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word) {
+  const Reply r = call(mb, op, word);
   FreeResult result;
   result.status = r.status;
-  result.lane_status = r.lane_status;
+  // An unbound mailbox freed nothing; the lane's own byte is meaningless then.
+  result.lane_status = r.status == kStatusUnbound ? (u32)kLaneInvalidHandle : r.lane_status;
   return result;
+}
+
+}  // namespace detail
+
+// Give back a handle from am::malloc or am::malloc_contiguous (0 is a no-op).
+__device__ inline FreeResult free(const DeviceMailbox& mb, u64 handle) {
+  return detail::free_word(mb, kOpFree, handle);
+}
+
+// Give back the object whose first byte `pointer` is (from am::malloc_plain, or the address of a
+// plain handle; nullptr is a no-op). Judged like a free by handle: a second free of the same
+// address is kLaneDoubleFree until a new object starts there (an address has no generation), a
+// pointer inside an object is kLaneInteriorPointer, and one outside the arena kLaneInvalidHandle.
+__device__ inline FreeResult free(const DeviceMailbox& mb, const void* pointer) {
+  return detail::free_word(mb, kOpFreePointer, reinterpret_cast<u64>(pointer));
 }
 
 }  // namespace am

@@ -1,0 +1,389 @@
+// libalignmalloc: the C ABI of the alignmalloc runtime (C11, also valid C++).
+//
+// Generated from runtime/capi/src by cbindgen; do not edit (docs/usage.md explains the API).
+// Every function returns an am_status: AM_OK, or an error code whose message am_last_error()
+// gives. No call crashes on a null or destroyed runtime, a null pointer argument, or a handle
+// the runtime did not hand out: each gets its own code. CUDA C++ programs include
+// <alignmalloc/alignmalloc.cuh>, which includes this header.
+
+#ifndef ALIGNMALLOC_H
+#define ALIGNMALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+// `am_options.backend`: the GPU when the driver loads and the device exists, else the simulation.
+#define AM_BACKEND_AUTO 0
+
+// `am_options.backend` and `am_runtime_backend`: a CUDA GPU.
+#define AM_BACKEND_CUDA 1
+
+// `am_options.backend` and `am_runtime_backend`: the CPU simulation (no GPU needed).
+#define AM_BACKEND_SIM 2
+
+// `am_options.slot_order`: lanes 0,1,2,4,...,30,3,5,...,31 side by side (the default).
+#define AM_SLOT_ORDER_PATTERN 0
+
+// `am_options.slot_order`: lanes in order.
+#define AM_SLOT_ORDER_IDENTITY 1
+
+// Request statuses counted by `am_counters.by_status` (codes of `am::Status`).
+#define AM_REQUEST_STATUSES 9
+
+// Per-object free outcomes counted by `am_counters.by_lane_status` (codes of `am::LaneStatus`).
+#define AM_LANE_STATUSES 4
+
+// A runtime: the arena, the mailbox and the service thread. Opaque; made by
+// `am_runtime_create`, ended by `am_runtime_destroy`.
+typedef struct am_runtime am_runtime;
+
+// The outcome of a call: `AM_OK` or one of the `AM_ERR_*` codes.
+typedef int32_t am_status;
+
+// How to build a runtime. Fill it with `am_options_default`, then change what you need; a
+// field left 0 keeps its default.
+typedef struct am_options {
+  // `sizeof(am_options)`, set by `am_options_default` (the library checks it).
+  uint32_t size;
+  // `AM_BACKEND_AUTO` (default), `AM_BACKEND_CUDA` or `AM_BACKEND_SIM`.
+  uint32_t backend;
+  // CUDA device ordinal (default 0).
+  uint32_t device;
+  // Mailbox ports (0: 8192).
+  uint32_t ports;
+  // Arena bytes, rounded down to 2 MiB (0: a quarter of free device memory on the GPU,
+  // 4 GiB of lazily committed host memory in the simulation).
+  uint64_t arena_bytes;
+  // Share of free device memory the default arena takes, in (0, 1] (0: 0.25).
+  double arena_fraction;
+  // Let the arena grow up to this many bytes in all (0: no growth).
+  uint64_t max_arena_bytes;
+  // Allow an arena larger than free device memory (default false).
+  bool allow_oversubscription;
+  // Count unified-memory migrations and faults with CUPTI (GPU only; default false).
+  bool fault_counters;
+  // `AM_SLOT_ORDER_PATTERN` (default) or `AM_SLOT_ORDER_IDENTITY`.
+  uint32_t slot_order;
+} am_options;
+
+// What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass
+// as a kernel argument (the default mailbox of `am::bind` needs none). The C mirror of
+// `orchestrator::DeviceMailbox` (cbindgen sees only this crate); a test holds the two equal.
+typedef struct am_device_mailbox {
+  // Ports (0: unbound).
+  uint32_t ports;
+  // Zero.
+  uint32_t reserved;
+  // Device addresses of the mailbox arrays and the port locks.
+  uint64_t req_seq;
+  // See `req_seq`.
+  uint64_t requests;
+  // See `req_seq`.
+  uint64_t ack_seq;
+  // See `req_seq`.
+  uint64_t replies;
+  // See `req_seq`.
+  uint64_t closed;
+  // See `req_seq`.
+  uint64_t locks;
+} am_device_mailbox;
+
+// Writes one translation unit's default mailbox (registered by `alignmalloc.cuh`); returns a
+// `cudaError_t` (0: done).
+typedef int (*am_unit_binder)(const struct am_device_mailbox *mailbox);
+
+// An object's handle: what `am_alloc` and device-side `am::malloc` give (64 bits; 0 is null).
+typedef uint64_t am_handle;
+
+// What the allocator has done, for device and host requests alike.
+typedef struct am_counters {
+  // Requests by status code: 0 ok, 1 out of memory, 2 size over limit, 3 unknown op, 4 empty
+  // mask, 5 bad sequence, 6 shutdown, 7 partial (some lanes of a free failed), 8 unbound.
+  uint64_t by_status[AM_REQUEST_STATUSES];
+  // Freed objects by outcome: 0 freed, 1 invalid handle, 2 double free, 3 interior pointer.
+  uint64_t by_lane_status[AM_LANE_STATUSES];
+  // Chunks allocated by class: small, portion, large.
+  uint64_t chunks_by_class[3];
+  // Bytes asked for by class.
+  uint64_t bytes_by_class[3];
+  // Objects freed.
+  uint64_t lanes_freed;
+} am_counters;
+
+// What the service thread has done.
+typedef struct am_service_stats {
+  // Batches served (sweeps that found a request).
+  uint64_t batches;
+  // Requests served.
+  uint64_t requests;
+  // Median requests per batch.
+  uint64_t batch_size_p50;
+  // 99th percentile of requests per batch.
+  uint64_t batch_size_p99;
+  // Median batch service time, ns.
+  uint64_t batch_nanos_p50;
+  // 99th percentile of the batch service time, ns.
+  uint64_t batch_nanos_p99;
+  // Longest batch service time, ns.
+  uint64_t batch_nanos_max;
+  // Time spent serving, ns.
+  uint64_t busy_nanos;
+  // Of it, reading the ports, ns.
+  uint64_t collect_nanos;
+  // Of it, resolving, ns (the rest answered).
+  uint64_t resolve_nanos;
+} am_service_stats;
+
+// Unified-memory counts of one kind of record.
+typedef struct am_fault_counts {
+  // Bytes migrated host to device.
+  uint64_t htod_bytes;
+  // Bytes migrated device to host.
+  uint64_t dtoh_bytes;
+  // GPU page fault groups.
+  uint64_t gpu_page_faults;
+  // CPU page faults.
+  uint64_t cpu_page_faults;
+} am_fault_counts;
+
+// The unified-memory counters since the last `am_take_faults`.
+typedef struct am_fault_report {
+  // Everything.
+  struct am_fault_counts total;
+  // Records whose address lies in no live chunk.
+  struct am_fault_counts unattributed;
+  // Records CUPTI dropped for lack of buffer space.
+  uint64_t dropped_records;
+  // Live chunks with records: read each with `am_fault_chunk(rt, 0..chunks)`.
+  size_t chunks;
+} am_fault_report;
+
+// Done.
+#define AM_OK 0
+
+// A pointer argument that must not be null was null.
+#define AM_ERR_NULL_ARGUMENT 1
+
+// The runtime argument is not a live runtime: it was destroyed, or never created.
+#define AM_ERR_INVALID_RUNTIME 2
+
+// An argument or option is out of its range; the message names it.
+#define AM_ERR_INVALID_ARGUMENT 3
+
+// The CUDA backend was asked for and no GPU could be opened.
+#define AM_ERR_NO_GPU 4
+
+// A CUDA driver, runtime or NVRTC call failed; the message has its error.
+#define AM_ERR_CUDA 5
+
+// The call needs the other backend (the device mailbox and binding need CUDA).
+#define AM_ERR_WRONG_BACKEND 6
+
+// An allocation of 0 bytes, or for 0 threads.
+#define AM_ERR_ZERO_SIZE 7
+
+// An allocation over the per-object limit.
+#define AM_ERR_SIZE_OVER_LIMIT 8
+
+// The arena has no room; nothing was allocated.
+#define AM_ERR_OUT_OF_MEMORY 9
+
+// The handle or pointer is no object this runtime handed out.
+#define AM_ERR_INVALID_HANDLE 10
+
+// The object was already freed (or the handle is stale).
+#define AM_ERR_DOUBLE_FREE 11
+
+// The handle or pointer points inside an object, not at its start.
+#define AM_ERR_INTERIOR_POINTER 12
+
+// An access runs past the end of its object.
+#define AM_ERR_OUT_OF_BOUNDS 13
+
+// Fault counters were read but are off for this runtime.
+#define AM_ERR_FAULT_COUNTERS_OFF 14
+
+// Fault counters could not start (CUPTI missing, or taken by a profiler).
+#define AM_ERR_FAULT_COUNTERS 15
+
+// The runtime's configuration was refused (arena too small, GPU lacking a feature, ...).
+#define AM_ERR_CONFIG 16
+
+// `am_bind` found no translation unit to bind: nothing in the program includes
+// `<alignmalloc/alignmalloc.cuh>` compiled by nvcc.
+#define AM_ERR_NOTHING_TO_BIND 17
+
+// A bug in alignmalloc (a caught panic, a broken invariant); the message says what.
+#define AM_ERR_INTERNAL 18
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// Fill `options` with the defaults (and its `size` field).
+//
+// # Safety
+// `options` is null or points to writable memory for one `am_options`.
+am_status am_options_default(struct am_options *options);
+
+// Create a runtime: pick the backend, reserve the arena, register the mailbox, start the
+// service thread. `options` may be null for the defaults. On success `*runtime` is the new
+// runtime; on failure it is left as it was.
+//
+// # Safety
+// `options` is null or points to a readable `am_options`; `runtime` is null or writable.
+am_status am_runtime_create(const struct am_options *options, struct am_runtime **runtime);
+
+// Destroy a runtime: wait for the kernels of its context (they may be waiting on its mailbox),
+// stop its service thread, release its arena and mailbox, and unbind it if it was bound. Every
+// handle it gave becomes invalid; a later call with it is `AM_ERR_INVALID_RUNTIME`.
+am_status am_runtime_destroy(struct am_runtime *runtime);
+
+// The backend running: `AM_BACKEND_CUDA` or `AM_BACKEND_SIM`.
+//
+// # Safety
+// `backend` is null or writable.
+am_status am_runtime_backend(const struct am_runtime *runtime, uint32_t *backend);
+
+// Why this backend was chosen, as a NUL-terminated string: up to `capacity - 1` bytes are
+// copied into `buffer` (which may be null when `capacity` is 0) and `*length` (if not null) is
+// set to the whole message's length, as `snprintf` does.
+//
+// # Safety
+// `buffer` is null or writable for `capacity` bytes; `length` is null or writable.
+am_status am_runtime_backend_reason(const struct am_runtime *runtime,
+                                    char *buffer,
+                                    size_t capacity,
+                                    size_t *length);
+
+// The device mailbox, to pass to kernels that take an `am::DeviceMailbox` argument (CUDA
+// backend; `AM_ERR_WRONG_BACKEND` on the simulation).
+//
+// # Safety
+// `mailbox` is null or writable.
+am_status am_runtime_device_mailbox(const struct am_runtime *runtime,
+                                    struct am_device_mailbox *mailbox);
+
+// Make `runtime` the default mailbox of every kernel of the program: every translation unit
+// that includes `<alignmalloc/alignmalloc.cuh>` (compiled by nvcc) registered itself before
+// `main`, and each one's copy is written. CUDA backend only. Destroying the runtime unbinds it.
+am_status am_bind(const struct am_runtime *runtime);
+
+// Register one translation unit's default-mailbox writer (called by `alignmalloc.cuh` before
+// `main`; programs do not call it). If a runtime is bound, the unit is written at once.
+am_status am_register_unit(am_unit_binder binder);
+
+// One object of `bytes` bytes in plain (thread-contiguous) memory; `*handle` is its handle, and
+// `am_handle_pointer(*handle, 0)` its address.
+//
+// # Safety
+// `handle` is null or writable.
+am_status am_alloc(const struct am_runtime *runtime, uint64_t bytes, am_handle *handle);
+
+// An object of `bytes_each` bytes for each of `threads` threads, warp-arranged as a kernel's
+// warps would get them from `am::malloc`: `handles[t]` is thread `t`'s. All or nothing.
+//
+// # Safety
+// `handles` is null or writable for `threads` handles.
+am_status am_alloc_arranged(const struct am_runtime *runtime,
+                            uint32_t threads,
+                            uint64_t bytes_each,
+                            am_handle *handles);
+
+// Free one object (a null handle is a no-op). Double, foreign and interior handles get
+// `AM_ERR_DOUBLE_FREE`, `AM_ERR_INVALID_HANDLE` and `AM_ERR_INTERIOR_POINTER`, and change
+// nothing.
+am_status am_free(const struct am_runtime *runtime, am_handle handle);
+
+// Free `count` objects (null handles are skipped), 32 at a time as a warp would; every one is
+// tried, and the first failure is returned.
+//
+// # Safety
+// `handles` is null (only with `count` 0) or readable for `count` handles.
+am_status am_free_many(const struct am_runtime *runtime, const am_handle *handles, size_t count);
+
+// Free the object whose first byte `pointer` is (from device-side `am::malloc_plain`, or the
+// address of a plain handle); null is a no-op. Judged like `am_free`.
+am_status am_free_pointer(const struct am_runtime *runtime, const void *pointer);
+
+// Copy `length` bytes from `source` into the object of `handle` from byte `offset`, through its
+// layout. Past the object's capacity: `AM_ERR_OUT_OF_BOUNDS`, nothing written.
+//
+// # Safety
+// `source` is null (only with `length` 0) or readable for `length` bytes.
+am_status am_write(const struct am_runtime *runtime,
+                   am_handle handle,
+                   uint64_t offset,
+                   const void *source,
+                   size_t length);
+
+// Copy `length` bytes of the object of `handle` from byte `offset` into `destination`.
+//
+// # Safety
+// `destination` is null (only with `length` 0) or writable for `length` bytes.
+am_status am_read(const struct am_runtime *runtime,
+                  am_handle handle,
+                  uint64_t offset,
+                  void *destination,
+                  size_t length);
+
+// Bytes the object of `handle` may use from its start.
+//
+// # Safety
+// `bytes` is null or writable.
+am_status am_capacity(const struct am_runtime *runtime, am_handle handle, uint64_t *bytes);
+
+// The address of byte `offset` of the object behind `handle` (any handle: pure arithmetic, the
+// formula `am::ptr` applies on the device). An arranged object is contiguous only within a
+// tile; plain objects are contiguous.
+void *am_handle_pointer(am_handle handle, uint64_t offset);
+
+// The allocator's counters so far (device and host requests alike).
+//
+// # Safety
+// `counters` is null or writable.
+am_status am_counters_get(const struct am_runtime *runtime, struct am_counters *counters);
+
+// The service thread's statistics so far.
+//
+// # Safety
+// `stats` is null or writable.
+am_status am_service_stats_get(const struct am_runtime *runtime, struct am_service_stats *stats);
+
+// Give quarantined chunks back and check the allocator's invariants: `AM_OK`, or
+// `AM_ERR_INTERNAL` saying which broke. `*empty` (if not null) says whether nothing is
+// allocated.
+//
+// # Safety
+// `empty` is null or writable.
+am_status am_check(const struct am_runtime *runtime, bool *empty);
+
+// The unified-memory counters since the last call, in all; the live chunks they fall in are
+// read with `am_fault_chunk` until the next call. Needs `options.fault_counters`.
+//
+// # Safety
+// `report` is null or writable.
+am_status am_take_faults(const struct am_runtime *runtime, struct am_fault_report *report);
+
+// Chunk `index` (0 .. `report.chunks`, by base address) of the last `am_take_faults`: its base
+// address and counts.
+//
+// # Safety
+// `chunk_base` and `counts` are null or writable.
+am_status am_fault_chunk(const struct am_runtime *runtime,
+                         size_t index,
+                         uint64_t *chunk_base,
+                         struct am_fault_counts *counts);
+
+// This thread's last failure message ("" if none), valid until this thread's next failure.
+const char *am_last_error(void);
+
+// The name of a status code ("AM_ERR_DOUBLE_FREE"), or "unknown status" for other values.
+const char *am_status_name(am_status status);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* ALIGNMALLOC_H */

@@ -1,0 +1,163 @@
+//! The live runtimes behind `am_runtime*` values, and the translation units whose default
+//! mailbox `am_bind` writes.
+//!
+//! An `am_runtime*` is never a real address: it is a token, `id << TOKEN_SHIFT`, for an id that
+//! is never reused. Every call looks the token up, so a destroyed, forged or null runtime is
+//! [`AM_ERR_INVALID_RUNTIME`], never a dereference of freed memory.
+//!
+//! Invariants: a token maps to at most one runtime, and only while it is live; `bound` names a
+//! live runtime or none; every registered unit was last written the bound runtime's mailbox (or
+//! an unbound, all-zero one), as far as its binder reported success.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use runtime::Runtime;
+use runtime::faults::FaultReport;
+
+use crate::status::{
+    AM_ERR_CUDA, AM_ERR_INVALID_RUNTIME, AM_ERR_NOTHING_TO_BIND, AM_ERR_NULL_ARGUMENT, Failure,
+};
+use crate::types::{am_device_mailbox, am_runtime, am_unit_binder};
+
+/// A registered unit's binder (`am_unit_binder` without its null).
+type Binder = unsafe extern "C" fn(*const am_device_mailbox) -> std::ffi::c_int;
+
+/// Low bits of a token that are always zero.
+const TOKEN_SHIFT: u32 = 8;
+
+/// A live runtime and what the C side reads from it.
+pub(crate) struct Entry {
+    pub runtime: Runtime,
+    /// The last report `am_take_faults` took, whose chunks `am_fault_chunk` reads.
+    pub faults: Mutex<FaultReport>,
+}
+
+#[derive(Default)]
+struct Registry {
+    runtimes: BTreeMap<u64, Arc<Entry>>,
+    /// Units registered by `alignmalloc.cuh`, in registration order.
+    units: Vec<Binder>,
+    /// The bound runtime's id and mailbox.
+    bound: Option<(u64, am_device_mailbox)>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    runtimes: BTreeMap::new(),
+    units: Vec::new(),
+    bound: None,
+});
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The registry, whatever a panicking holder left (its maps are consistent between statements).
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn id_of(token: *const am_runtime) -> Option<u64> {
+    let bits = token as usize as u64;
+    (bits != 0 && bits.trailing_zeros() >= TOKEN_SHIFT).then_some(bits >> TOKEN_SHIFT)
+}
+
+/// Register a new runtime; its token.
+pub(crate) fn insert(runtime: Runtime) -> *mut am_runtime {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let entry = Arc::new(Entry {
+        runtime,
+        faults: Mutex::new(FaultReport::default()),
+    });
+    registry().runtimes.insert(id, entry);
+    (id << TOKEN_SHIFT) as usize as *mut am_runtime
+}
+
+fn invalid(token: *const am_runtime) -> Failure {
+    if token.is_null() {
+        return Failure::new(
+            AM_ERR_NULL_ARGUMENT,
+            "`runtime` is null; create one with am_runtime_create",
+        );
+    }
+    Failure::new(
+        AM_ERR_INVALID_RUNTIME,
+        format!("{token:p} is not a live runtime: it was destroyed, or never created"),
+    )
+}
+
+/// The live runtime behind `token`.
+pub(crate) fn get(token: *const am_runtime) -> Result<Arc<Entry>, Failure> {
+    id_of(token)
+        .and_then(|id| registry().runtimes.get(&id).cloned())
+        .ok_or_else(|| invalid(token))
+}
+
+/// Unregister the runtime behind `token` and drop it (after calls in flight on other threads
+/// finish); unbind the units if it was the bound one.
+pub(crate) fn remove(token: *const am_runtime) -> Result<(), Failure> {
+    let id = id_of(token).ok_or_else(|| invalid(token))?;
+    let entry = registry()
+        .runtimes
+        .remove(&id)
+        .ok_or_else(|| invalid(token))?;
+    // Dropping waits for the context's kernels and stops the service thread.
+    drop(entry);
+    let mut r = registry();
+    if r.bound.is_some_and(|(bound, _)| bound == id) {
+        r.bound = None;
+        let units = r.units.clone();
+        drop(r);
+        write_units(&units, &am_device_mailbox::default())?;
+    }
+    Ok(())
+}
+
+/// Write `mailbox` into every unit; the first failure names the unit and its CUDA error.
+fn write_units(units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure> {
+    let mut first_failure = None;
+    for (index, binder) in units.iter().enumerate() {
+        // SAFETY: the binder was registered by alignmalloc.cuh (bind_this_unit), which reads
+        // one am_device_mailbox through the pointer, valid for the call.
+        let error = unsafe { binder(mailbox) };
+        if error != 0 && first_failure.is_none() {
+            first_failure = Some(Failure::new(
+                AM_ERR_CUDA,
+                format!(
+                    "cudaMemcpyToSymbol of the default mailbox failed with cudaError_t {error} \
+                     in translation unit {index} of {}",
+                    units.len()
+                ),
+            ));
+        }
+    }
+    first_failure.map_or(Ok(()), Err)
+}
+
+/// Register a translation unit's binder; if a runtime is bound, write its mailbox at once.
+pub(crate) fn register_unit(binder: am_unit_binder) -> Result<(), Failure> {
+    let binder = binder.ok_or_else(|| Failure::null("binder"))?;
+    let mut r = registry();
+    if !r.units.contains(&binder) {
+        r.units.push(binder);
+    }
+    let bound = r.bound.map(|(_, mailbox)| mailbox);
+    drop(r);
+    bound.map_or(Ok(()), |mailbox| write_units(&[binder], &mailbox))
+}
+
+/// Make `token`'s runtime the default mailbox of every registered unit.
+pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
+    let entry = get(token)?;
+    let mailbox = am_device_mailbox::from(entry.runtime.mailbox_arg()?.0);
+    let units = registry().units.clone();
+    if units.is_empty() {
+        return Err(Failure::new(
+            AM_ERR_NOTHING_TO_BIND,
+            "no translation unit of this program includes <alignmalloc/alignmalloc.cuh> \
+             compiled by nvcc, so there is no default mailbox to bind; pass the mailbox of \
+             am_runtime_device_mailbox to your kernels instead",
+        ));
+    }
+    write_units(&units, &mailbox)?;
+    registry().bound = id_of(token).map(|id| (id, mailbox));
+    Ok(())
+}
