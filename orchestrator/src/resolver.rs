@@ -127,8 +127,8 @@ impl Resolver {
     }
 
     /// Add a segment of `blocks` VABlocks at `base` (2 MiB aligned, overlapping no segment), set
-    /// up like the first: a sixteenth for small chunks (at most 1 GiB), the same thresholds,
-    /// slot order and quarantine bounds.
+    /// up like the first in everything but its place and size: a sixteenth of it for small
+    /// chunks (at most 1 GiB), and every other setting the first segment's.
     pub fn add_segment(&mut self, base: u64, blocks: usize) -> Result<(), ResolverError> {
         let end = base.saturating_add(blocks as u64 * VABLOCK_BYTES);
         if self.segments.iter().any(|s| {
@@ -139,11 +139,13 @@ impl Resolver {
                 "a new segment overlaps an existing one",
             ));
         }
-        let mut config = ResolverConfig::new(base, blocks);
-        config.geometry = self.config.geometry;
-        config.order = self.config.order;
-        config.quarantine_chunks = self.config.quarantine_chunks;
-        config.quarantine_bytes = self.config.quarantine_bytes;
+        // Struct update: a setting added to the configuration is carried over without a line here.
+        let config = ResolverConfig {
+            arena_base: base,
+            arena_blocks: blocks,
+            small_blocks: ResolverConfig::new(base, blocks).small_blocks,
+            ..self.config.clone()
+        };
         self.segments.push(Segment::new(&config)?);
         tracing::info!(
             base = format_args!("{base:#x}"),

@@ -1011,3 +1011,39 @@ fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         x
     }
 }
+
+/// A segment added by growth is set up like the first in everything but its place and size:
+/// with small-run recycling off, a freed run in the new segment goes back to its tree, so the
+/// next small chunk takes the leftmost hole instead of the run freed last.
+#[test]
+fn an_added_segment_keeps_the_first_segments_configuration() {
+    let mut config = ResolverConfig::new(BASE, 2);
+    config.small_blocks = 1;
+    config.quarantine_chunks = 0;
+    config.recycle_small = false;
+    let mut r = Resolver::new(config).unwrap();
+    r.add_segment(BASE + (16 << 21), 4).unwrap();
+    // Fill the first segment's small space (8 192 units) with 64 KiB small chunks.
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    let filler: Vec<_> = (0..32)
+        .map(|_| r.alloc(&[2048; 32], arranged).unwrap())
+        .collect();
+    let [a, b, c] = [(); 3].map(|_| r.alloc(&one_lane(256), arranged).unwrap());
+    assert!(a.chunk_base >= BASE + (16 << 21), "in the added segment");
+    assert_eq!(r.free(a.handles[0]), LaneStatus::Ok);
+    assert_eq!(r.free(c.handles[0]), LaneStatus::Ok);
+    let d = r.alloc(&one_lane(256), arranged).unwrap();
+    assert_eq!(
+        d.chunk_base, a.chunk_base,
+        "leftmost-first, as the first segment was configured"
+    );
+    for x in filler.iter().chain([&b, &d]) {
+        assert!(
+            r.free_lanes(&x.handles)
+                .iter()
+                .all(|&s| s == LaneStatus::Ok)
+        );
+    }
+    r.check_invariants().unwrap();
+    assert!(r.is_empty());
+}
