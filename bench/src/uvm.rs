@@ -413,7 +413,8 @@ fn measure_once(
     // A fresh region each time: moving one region back and forth would make the driver see its
     // pages as thrashing and change how it migrates them.
     let region = runtime::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
-    region.fill_from_host(1);
+    // SAFETY: the region is new; no kernel has its addresses yet.
+    unsafe { region.fill_from_host(1) };
     std::thread::sleep(settle);
     let base = region.base();
     let words: Vec<u64> = spec.handles(base).iter().map(|h| h.0).collect();
@@ -438,7 +439,8 @@ fn measure_once(
     let ns = started.elapsed().as_nanos() as f64;
     std::thread::sleep(settle);
     let faults = rt.take_faults()?;
-    let sum = region.read_every_page_from_host();
+    // SAFETY: the kernel finished (synchronized above); none other uses the region.
+    let sum = unsafe { region.read_every_page_from_host() };
     std::thread::sleep(settle);
     let readback = rt.take_faults()?;
     anyhow::ensure!(

@@ -101,6 +101,21 @@ unsafe impl Send for Storage {}
 // SAFETY: as above.
 unsafe impl Sync for Storage {}
 
+/// The atomic integers the mailbox's arrays are read as: zero bytes are a valid value of each,
+/// and shared access to them is sound. Sealed: no other type can be named.
+#[cfg(not(loom))]
+trait AtomicWord: sealed::Sealed {}
+#[cfg(not(loom))]
+impl AtomicWord for AtomicU32 {}
+#[cfg(not(loom))]
+impl AtomicWord for AtomicU64 {}
+#[cfg(not(loom))]
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for std::sync::atomic::AtomicU32 {}
+    impl Sealed for std::sync::atomic::AtomicU64 {}
+}
+
 #[cfg(not(loom))]
 impl Storage {
     fn new(ports: usize) -> Self {
@@ -125,11 +140,17 @@ impl Storage {
         }
     }
 
-    /// Array `index` as atomics of type `T` (`AtomicU32` or `AtomicU64`, matching `array_lens`).
-    fn array<T>(&self, index: usize) -> &[T] {
+    /// Array `index` as atomics of type `T` (the width `array_lens` gives it).
+    fn array<T: AtomicWord>(&self, index: usize) -> &[T] {
+        debug_assert_eq!(
+            std::mem::size_of::<T>(),
+            [4, 8, 4, 8, 4][index],
+            "array {index} read at another width"
+        );
         // SAFETY: the offset and length lie inside the allocation (computed together in `new`),
-        // offsets are page aligned, the memory is zero-initialised (a valid atomic integer) and
-        // lives as long as `self`; all access goes through atomics.
+        // offsets are page aligned, the memory is zero-initialised and `T` is an atomic integer
+        // (`AtomicWord`), for which zero bytes are a valid value and every access is atomic; it
+        // lives as long as `self`.
         unsafe {
             std::slice::from_raw_parts(
                 self.base.as_ptr().add(self.offsets[index]).cast::<T>(),
@@ -378,5 +399,23 @@ mod tests {
         assert!(o.windows(2).all(|w| w[0] < w[1] && w[1] % PAGE == 0));
         assert!(o[1] - o[0] >= 8192 * 4 && o[2] - o[1] >= 8192 * REQUEST_WORDS * 8);
         assert!(m.region().1 - o[4] >= 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "read at another width")]
+    fn an_array_read_at_another_width_is_refused() {
+        let storage = Storage::new(4);
+        let _ = storage.array::<AtomicU64>(0);
+    }
+
+    #[test]
+    fn each_array_is_read_at_its_width() {
+        let storage = Storage::new(4);
+        assert_eq!(storage.req_seq().len(), 4);
+        assert_eq!(storage.requests().len(), 4 * REQUEST_WORDS);
+        assert_eq!(
+            storage.closed().load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
     }
 }

@@ -189,7 +189,6 @@ impl RuntimeBuilder {
             Arc::new(memory),
             reason,
             resolver,
-            mailbox,
             service,
         ))
     }

@@ -137,11 +137,6 @@ impl PinnedMailbox {
     pub fn kernel_arg(&self) -> MailboxArg {
         MailboxArg(self.device)
     }
-
-    /// The host side.
-    pub fn mailbox(&self) -> &Arc<Mailbox> {
-        &self.mailbox
-    }
 }
 
 impl Drop for PinnedMailbox {
@@ -161,6 +156,15 @@ impl Drop for PinnedMailbox {
 }
 
 /// Managed memory for the arena: `blocks` VABlocks starting at a 2 MiB boundary.
+///
+/// The host accessors touch the memory as plain memory, so they are `unsafe fn`s: the caller
+/// vouches that no kernel uses the arena meanwhile.
+///
+/// ```compile_fail,E0133
+/// fn fill(arena: &runtime::gpu::ManagedArena) {
+///     arena.fill_from_host(0);
+/// }
+/// ```
 pub struct ManagedArena {
     context: Arc<CudaContext>,
     allocation: CUdeviceptr,
@@ -236,17 +240,23 @@ impl ManagedArena {
     }
 
     /// Write `value` over every byte from the host, so every page is populated and resident
-    /// on the host. No kernel may use the arena meanwhile.
-    pub fn fill_from_host(&self, value: u8) {
+    /// on the host.
+    ///
+    /// # Safety
+    /// No kernel may read or write the arena while this runs (the host writes it as plain
+    /// memory; a kernel's accesses would race with them).
+    pub unsafe fn fill_from_host(&self, value: u8) {
         // SAFETY: `base..base + bytes` lies in this managed allocation, which lives as long as
         // `self`; the host may access managed memory (the runtime requires concurrent managed
         // access), and the caller runs no kernel on it meanwhile.
         unsafe { std::ptr::write_bytes(self.base as *mut u8, value, self.bytes() as usize) };
     }
 
-    /// Copy `bytes` to `offset` from the host (the pages become resident on the host). No kernel
-    /// may use the arena meanwhile.
-    pub fn write_from_host(&self, offset: u64, bytes: &[u8]) -> Result<(), GpuError> {
+    /// Copy `bytes` to `offset` from the host (the pages become resident on the host).
+    ///
+    /// # Safety
+    /// No kernel may read or write the arena while this runs.
+    pub unsafe fn write_from_host(&self, offset: u64, bytes: &[u8]) -> Result<(), GpuError> {
         if offset
             .checked_add(bytes.len() as u64)
             .is_none_or(|end| end > self.bytes())
@@ -295,8 +305,11 @@ impl ManagedArena {
     }
 
     /// Read one byte of every 4 KiB page from the host, so every page is resident on the host
-    /// again; returns their sum. No kernel may use the arena meanwhile.
-    pub fn read_every_page_from_host(&self) -> u64 {
+    /// again; returns their sum.
+    ///
+    /// # Safety
+    /// No kernel may write the arena while this runs.
+    pub unsafe fn read_every_page_from_host(&self) -> u64 {
         (0..self.bytes() / 4096)
             .map(|page| {
                 // SAFETY: the byte lies in this managed allocation (as in `fill_from_host`);

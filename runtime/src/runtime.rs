@@ -14,7 +14,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use orchestrator::stats::StatsSnapshot;
-use orchestrator::{LaneStatus, Mailbox, Resolver, ResolverCounters, Service, Status};
+use orchestrator::{LaneStatus, Resolver, ResolverCounters, Service, Status};
 use parking_lot::Mutex;
 use translator::{Arrangement, Handle, HandleKind, WARP_LANES};
 
@@ -28,13 +28,21 @@ use crate::launch::Launch;
 use crate::nvrtc::Compiler;
 
 /// The alignmalloc runtime. Build one with [`Runtime::builder`].
+///
+/// The mailbox itself is not handed out: its device-side calls would let safe code write words
+/// that only the device may write.
+///
+/// ```compile_fail,E0599
+/// fn post(rt: &runtime::Runtime) {
+///     let _ = rt.mailbox();
+/// }
+/// ```
 pub struct Runtime {
     backend: Backend,
     memory: Arc<ArenaMemory>,
     grower: Option<Grower>,
     reason: String,
     resolver: Arc<Mutex<Resolver>>,
-    mailbox: Arc<Mailbox>,
     service: Option<Service>,
     mailbox_arg: Option<MailboxArg>,
 }
@@ -142,7 +150,6 @@ impl Runtime {
         memory: Arc<ArenaMemory>,
         reason: String,
         resolver: Arc<Mutex<Resolver>>,
-        mailbox: Arc<Mailbox>,
         service: Service,
     ) -> Self {
         let mailbox_arg = match &backend {
@@ -158,7 +165,6 @@ impl Runtime {
             grower,
             reason,
             resolver,
-            mailbox,
             service: Some(service),
             mailbox_arg,
         }
@@ -203,11 +209,6 @@ impl Runtime {
             }
             other => other,
         }
-    }
-
-    /// The mailbox the warps post to.
-    pub fn mailbox(&self) -> &Arc<Mailbox> {
-        &self.mailbox
     }
 
     /// The resolver's counters so far (device and host requests alike).
