@@ -37,6 +37,9 @@ pub mod stats;
 pub use mailbox::{Mailbox, MailboxError, Pending};
 pub use records::{DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
 #[cfg(not(loom))]
-pub use resolver::{Allocation, Resolver, ResolverConfig, ResolverCounters, ResolverError};
+pub use resolver::{
+    Allocation, GROWTH_MARK, GrowthSignal, Resolver, ResolverConfig, ResolverCounters,
+    ResolverError,
+};
 #[cfg(not(loom))]
 pub use service::{Server, Service, ServiceConfig};

@@ -12,7 +12,8 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES, lane_handles,
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder, WARP_LANES,
+    lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
@@ -21,6 +22,14 @@ use crate::segment::Segment;
 /// The default small space is at most this many VABlocks (1 GiB): small chunks are at most
 /// 64 KiB, and its generation table costs a byte per 16 bytes.
 const MAX_DEFAULT_SMALL_BLOCKS: usize = 512;
+
+/// Share of the arena's blocks past which it should grow ahead of need.
+pub const GROWTH_MARK: f64 = 0.75;
+
+/// Called from the resolving thread when the arena should grow: an allocation found no room, or
+/// one took the arena past [`GROWTH_MARK`] of its blocks. It must be cheap and never block (the
+/// service thread calls it).
+pub type GrowthSignal = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// How the resolver is set up.
 #[derive(Clone, Debug)]
@@ -113,6 +122,8 @@ pub struct Resolver {
     counters: ResolverCounters,
     /// An allocation found no room since [`Resolver::take_out_of_memory`] last looked.
     out_of_memory_seen: bool,
+    /// Who wants to know that the arena should grow ([`Resolver::on_growth_wanted`]).
+    growth_signal: Option<GrowthSignal>,
 }
 
 impl Resolver {
@@ -123,6 +134,7 @@ impl Resolver {
             config,
             counters: ResolverCounters::default(),
             out_of_memory_seen: false,
+            growth_signal: None,
         })
     }
 
@@ -177,6 +189,17 @@ impl Resolver {
             let (used, total) = s.blocks_used();
             (u + used, t + total)
         })
+    }
+
+    /// Call `signal` whenever the arena should grow (see [`GrowthSignal`]).
+    pub fn on_growth_wanted(&mut self, signal: GrowthSignal) {
+        self.growth_signal = Some(signal);
+    }
+
+    /// Whether more than [`GROWTH_MARK`] of the arena's blocks are taken.
+    pub fn over_growth_mark(&self) -> bool {
+        let (used, total) = self.blocks_used();
+        used as f64 > GROWTH_MARK * total as f64
     }
 
     /// Whether an allocation found no room since the last call; clears the flag.
@@ -332,25 +355,40 @@ impl Resolver {
             Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
             Err(e) => unreachable!("geometry fails only over the limit: {e}"),
         };
+        let mut placed = None;
         for segment in &mut self.segments {
             match segment.alloc(geometry, sizes, arrangement) {
-                Ok((chunk_base, generations)) => {
-                    let class = geometry.class as usize;
-                    self.counters.chunks_by_class[class] += 1;
-                    // Each size is at most the lane limit (1 TiB at most): no overflow.
-                    self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
-                    return Ok(Placed {
-                        geometry: Some(geometry),
-                        chunk_base,
-                        generations,
-                    });
+                Ok(at) => {
+                    placed = Some(at);
+                    break;
                 }
                 Err(Status::OutOfMemory) => continue,
                 Err(other) => return Err(other),
             }
         }
-        self.out_of_memory_seen = true;
-        Err(Status::OutOfMemory)
+        let Some((chunk_base, generations)) = placed else {
+            self.out_of_memory_seen = true;
+            if let Some(signal) = &self.growth_signal {
+                signal();
+            }
+            return Err(Status::OutOfMemory);
+        };
+        let class = geometry.class as usize;
+        self.counters.chunks_by_class[class] += 1;
+        // Each size is at most the lane limit (1 TiB at most): no overflow.
+        self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
+        // Only portion and large chunks take blocks (the small space counts whole).
+        if let Some(signal) = &self.growth_signal
+            && geometry.class != SizeClass::Small
+            && self.over_growth_mark()
+        {
+            signal();
+        }
+        Ok(Placed {
+            geometry: Some(geometry),
+            chunk_base,
+            generations,
+        })
     }
 
     /// The base address of the live chunk holding `address`, if any.

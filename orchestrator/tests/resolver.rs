@@ -1047,3 +1047,37 @@ fn an_added_segment_keeps_the_first_segments_configuration() {
     r.check_invariants().unwrap();
     assert!(r.is_empty());
 }
+
+/// The growth signal fires when an allocation takes the arena past its growth mark and when one
+/// finds no room, and not for allocations below the mark.
+#[test]
+fn growth_is_signalled_past_the_mark_and_on_no_room() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut config = ResolverConfig::new(BASE, 8);
+    config.small_blocks = 1;
+    let mut r = Resolver::new(config).unwrap();
+    let signals = Arc::new(AtomicUsize::new(0));
+    let seen = signals.clone();
+    r.on_growth_wanted(Arc::new(move || {
+        seen.fetch_add(1, Ordering::Relaxed);
+    }));
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    // One lane of 320 KiB: a large chunk of 5 blocks; with the small space, 6 of 8 (not past 6).
+    let a = r.alloc(&one_lane(5 * (64 << 10)), arranged).unwrap();
+    assert_eq!(signals.load(Ordering::Relaxed), 0, "below the mark");
+    let b = r.alloc(&one_lane(64 << 10), arranged).unwrap();
+    assert_eq!(
+        signals.load(Ordering::Relaxed),
+        1,
+        "7 of 8 blocks: past the mark"
+    );
+    assert_eq!(
+        r.alloc(&one_lane(2 * (64 << 10)), arranged),
+        Err(Status::OutOfMemory)
+    );
+    assert_eq!(signals.load(Ordering::Relaxed), 2, "no room");
+    for h in [a.handles[0], b.handles[0]] {
+        assert_eq!(r.free(h), LaneStatus::Ok);
+    }
+}

@@ -2,8 +2,9 @@
 //!
 //! Each reservation is a segment of the resolver (`Resolver::add_segment`). Growth reserves one
 //! more segment of the first one's size (less at the cap) when an allocation found no room or
-//! more than three quarters of the blocks are taken; it runs on the runtime's grower thread (the
-//! service thread never calls CUDA) and, for host allocations, inline before one retry.
+//! more than three quarters of the blocks are taken; it runs on the runtime's grower thread,
+//! which the resolver wakes then (the service thread never calls CUDA), and, for host
+//! allocations, inline before one retry.
 //!
 //! Invariants: segments never overlap and are never released before the runtime ends; growth is
 //! serialised (`grow_lock`), and a segment's memory is registered here before the resolver may
@@ -40,10 +41,9 @@ pub(crate) struct ArenaMemory {
     step_blocks: usize,
     cap_blocks: usize,
     grow_lock: Mutex<()>,
+    /// Times [`ArenaMemory::grow_if_needed`] looked (the grower looks only when signalled).
+    checks: std::sync::atomic::AtomicU64,
 }
-
-/// Share of taken blocks past which the arena grows ahead of need.
-const GROW_AT: f64 = 0.75;
 
 impl ArenaMemory {
     pub fn managed(
@@ -62,6 +62,7 @@ impl ArenaMemory {
             step_blocks: blocks,
             cap_blocks: cap_blocks.max(blocks),
             grow_lock: Mutex::new(()),
+            checks: Default::default(),
         })
     }
 
@@ -73,7 +74,14 @@ impl ArenaMemory {
             step_blocks: blocks,
             cap_blocks: cap_blocks.max(blocks),
             grow_lock: Mutex::new(()),
+            checks: Default::default(),
         }
+    }
+
+    /// Times the grower looked whether the arena should grow.
+    #[cfg(test)]
+    pub(crate) fn growth_checks(&self) -> u64 {
+        self.checks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// (first byte, bytes) of every segment, in reservation order.
@@ -115,10 +123,11 @@ impl ArenaMemory {
     /// Grow if the resolver ran out of room or is more than three quarters full. `Ok(true)` when
     /// a segment was added.
     pub fn grow_if_needed(&self, resolver: &Mutex<Resolver>) -> Result<bool> {
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let needed = {
             let mut r = resolver.lock();
-            let (used, total) = r.blocks_used();
-            r.take_out_of_memory() || used as f64 > GROW_AT * total as f64
+            r.take_out_of_memory() || r.over_growth_mark()
         };
         if needed {
             self.grow(resolver)

@@ -47,36 +47,53 @@ pub struct Runtime {
     mailbox_arg: Option<MailboxArg>,
 }
 
-/// The thread that grows the arena ahead of need (the service thread never calls CUDA).
+/// The thread that grows the arena ahead of need (the service thread never calls CUDA). It
+/// sleeps until the resolver signals that the arena should grow (an allocation found no room,
+/// or the arena passed its growth mark), looks, grows if it must, and sleeps again.
 struct Grower {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Grower {
-    /// How often the grower looks.
-    const PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
-
     fn start(memory: Arc<ArenaMemory>, resolver: Arc<Mutex<Resolver>>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        // Set by a signal, cleared before each look: a signal during a look is not lost.
+        let wanted = Arc::new(AtomicBool::new(true));
+        let (flag, wanted_here, resolver_here) = (stop.clone(), wanted.clone(), resolver.clone());
         let thread = std::thread::Builder::new()
             .name("alignmalloc-grower".into())
             .spawn(move || {
                 while !flag.load(Ordering::Acquire) && memory.can_grow() {
-                    if let Err(e) = memory.grow_if_needed(&resolver) {
-                        tracing::warn!(error = %e, "the arena could not grow; it stays as it is");
-                        break;
+                    if !wanted_here.swap(false, Ordering::AcqRel) {
+                        std::thread::park();
+                        continue;
                     }
-                    std::thread::sleep(Self::PERIOD);
+                    match memory.grow_if_needed(&resolver_here) {
+                        // Grown: look again at once (one step may not be enough).
+                        Ok(true) => wanted_here.store(true, Ordering::Release),
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the arena could not grow; it stays as it is");
+                            break;
+                        }
+                    }
                 }
             })
             .expect("spawning a thread");
+        let grower = thread.thread().clone();
+        resolver.lock().on_growth_wanted(Arc::new(move || {
+            // One wake-up per look, however many allocations pass the mark meanwhile.
+            if !wanted.swap(true, Ordering::AcqRel) {
+                grower.unpark();
+            }
+        }));
         Self { stop, thread }
     }
 
     fn stop(self) {
         self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
         if self.thread.join().is_err() {
             tracing::error!("the grower thread panicked");
         }
@@ -582,6 +599,34 @@ impl Drop for Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grower_sleeps_until_the_arena_should_grow() {
+        let rt = Runtime::builder()
+            .backend(crate::BackendChoice::Sim)
+            .arena_bytes(16 << 20)
+            .max_arena_bytes(64 << 20)
+            .build()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let idle = rt.memory.growth_checks();
+        assert!(
+            idle <= 1,
+            "the grower looked {idle} times with nothing allocated"
+        );
+        // 6 of the 8 blocks for one large object, plus the small space: past the mark.
+        let big = rt.alloc(6 * (64 << 10)).unwrap();
+        let started = std::time::Instant::now();
+        while rt.arena_segments().len() < 2 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "the arena did not grow"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        rt.free(big).unwrap();
+        assert!(rt.check_invariants().is_ok());
+    }
 
     #[test]
     fn pieces_of_an_arranged_object_stop_at_tile_ends() {
