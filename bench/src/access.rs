@@ -38,10 +38,10 @@ use crate::stats::median;
 #[derive(clap::Args)]
 pub struct Args {
     /// Per-thread ranges (KiB, powers of two) of the random test, 1 024 threads.
-    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 4, 16, 64, 256, 1024, 2048, 8192])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1,4,16,64,256,1024,2048,8192")]
     random_kib: Vec<u64>,
     /// Per-thread ranges (KiB) of the large test, 128 threads.
-    #[arg(long, value_delimiter = ',', default_values_t = [1024u64, 4096, 16384])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024,4096,16384")]
     large_kib: Vec<u64>,
     /// Reads per thread.
     #[arg(long, default_value_t = 100)]

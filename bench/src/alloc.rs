@@ -70,7 +70,7 @@ pub enum Test {
 #[derive(clap::Args)]
 pub struct Args {
     /// Tests to run.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Test::Singular, Test::Random, Test::Scaling])]
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1.., default_value = "singular,random,scaling")]
     tests: Vec<Test>,
     /// Threads of the singular and random tests.
     #[arg(long, default_value_t = 16_384)]

@@ -135,3 +135,49 @@ mod testing {
         serde_json::from_str(&text).expect("the report is JSON")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// List options accept what their help shows (commas), and the values as separate words.
+    #[test]
+    fn list_options_take_what_help_shows() {
+        let help = Cli::command()
+            .find_subcommand_mut("alloc")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("[default: singular,random,scaling]"),
+            "{help}"
+        );
+        for args in [
+            &["alignmalloc", "alloc", "--tests", "singular,scaling"][..],
+            &["alignmalloc", "alloc", "--tests", "singular", "scaling"],
+            &[
+                "alignmalloc",
+                "access",
+                "--random-kib",
+                "1,4",
+                "--large-kib",
+                "1024",
+            ],
+            &["alignmalloc", "access", "--random-kib", "1", "4"],
+            &[
+                "alignmalloc",
+                "uvm-calibrate",
+                "--runs",
+                "32:16",
+                "64:16",
+                "--fit-runs",
+                "32:16",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+        assert!(Cli::try_parse_from(["alignmalloc", "alloc", "--tests", "sideways"]).is_err());
+    }
+}

@@ -41,22 +41,21 @@ pub fn h200_constants() -> anyhow::Result<CostModel> {
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
     /// Runs as threads:range-in-KiB pairs.
-    #[arg(long, value_delimiter = ',', default_values_t = [
-        "1024:16".to_string(), "1024:64".into(), "1024:256".into(), "1024:1024".into(),
-        "1024:2048".into(), "256:4096".into(), "128:8192".into(), "128:16384".into(),
-        "64:16384".into(),
-    ])]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        num_args = 1..,
+        default_value = "1024:16,1024:64,1024:256,1024:1024,1024:2048,256:4096,128:8192,128:16384,64:16384"
+    )]
     runs: Vec<String>,
     /// Runs (threads:range-in-KiB) that fit the cost model; the others are held out.
-    #[arg(long, value_delimiter = ',', default_values_t = [
-        "1024:16".to_string(), "1024:2048".into(),
-    ])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024:16,1024:2048")]
     fit_runs: Vec<String>,
     /// Fault entries a fetch of the simulated driver finds ready (uvmsim's `ready_entries`).
     /// Given several, each is replayed and fitted, and the report keeps the one whose fitted
     /// runs fit best: the fewest layout pairs ranked unlike the GPU among the fitted runs, then
     /// the smallest worst time error on them. The held-out runs play no part in the choice.
-    #[arg(long, value_delimiter = ',', default_values_t = [uvmsim::READY_ENTRIES])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [uvmsim::READY_ENTRIES])]
     ready_entries: Vec<usize>,
     /// Reads per thread.
     #[arg(long, default_value_t = 100)]
@@ -78,7 +77,7 @@ pub struct CalibrateArgs {
     /// No GPU: take the GPU measurements from these JSON reports (written by earlier runs; the
     /// runs of all of them together), replay the runs through the current simulator and fit
     /// again.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
     refit: Vec<PathBuf>,
     /// Fit a cost per fault batch too. Off by default: the simulated batch count does not follow
     /// the GPU's fault groups (on the H200, 4 simulated batches where CUPTI saw 25 or more), so
