@@ -75,7 +75,7 @@ impl Default for am_options {
 /// as a kernel argument (the default mailbox of `am::bind` needs none). The C mirror of
 /// `orchestrator::DeviceMailbox` (cbindgen sees only this crate); a test holds the two equal.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct am_device_mailbox {
     /// Ports (0: unbound).
     pub ports: u32,
@@ -97,26 +97,9 @@ pub struct am_device_mailbox {
 
 impl From<DeviceMailbox> for am_device_mailbox {
     fn from(m: DeviceMailbox) -> Self {
-        let DeviceMailbox {
-            ports,
-            reserved,
-            req_seq,
-            requests,
-            ack_seq,
-            replies,
-            closed,
-            locks,
-        } = m;
-        Self {
-            ports,
-            reserved,
-            req_seq,
-            requests,
-            ack_seq,
-            replies,
-            closed,
-            locks,
-        }
+        // Same fields in the same order (a test checks every offset); a size change fails to
+        // build here.
+        bytemuck::cast(m)
     }
 }
 
