@@ -212,13 +212,15 @@ pub struct SystemRun {
     pub system: &'static str,
     /// Where its lists started.
     pub placement: Placement,
-    /// Building the lists: allocation kernel (with the fill for `gpu`), ms.
-    pub build_ms: f64,
-    /// The host's fill before a walk (`host` placement), ms, median.
-    pub fill_ms: f64,
-    /// A bulk prefetch before the walk (`managed-csr-prefetch`), ms, median; included in
-    /// `walk_ms`.
-    pub prefetch_ms: f64,
+    /// Building the lists: allocation kernel (with the fill for `gpu`), ms; `None` where
+    /// nothing is built (the managed CSR is written by the host, which is its fill).
+    pub build_ms: Option<f64>,
+    /// The host's fill before a walk, ms, median; `None` where the host fills nothing (`gpu`
+    /// placement) or the fill is not timed (the sim backend models migrations, not the fill).
+    pub fill_ms: Option<f64>,
+    /// A bulk prefetch before the walk (`managed-csr-prefetch` only), ms, median; included
+    /// in `walk_ms`.
+    pub prefetch_ms: Option<f64>,
     /// The walk, ms: median of the repeats (GPU) or modelled (sim).
     pub walk_ms: f64,
     /// Every repeat's walk time (GPU).
@@ -241,13 +243,18 @@ pub struct SystemRun {
 
 impl SystemRun {
     /// A run with its build figures; the walk's are filled in later.
-    pub fn new(system: &'static str, placement: Placement, build_ms: f64, list_bytes: u64) -> Self {
+    pub fn new(
+        system: &'static str,
+        placement: Placement,
+        build_ms: Option<f64>,
+        list_bytes: u64,
+    ) -> Self {
         Self {
             system,
             placement,
             build_ms,
-            fill_ms: 0.0,
-            prefetch_ms: 0.0,
+            fill_ms: None,
+            prefetch_ms: None,
             walk_ms: 0.0,
             walk_ms_repeats: Vec::new(),
             walks_per_s: 0.0,
@@ -485,29 +492,35 @@ fn print_table(runs: &[SystemRun], times: &str) {
         "walks"
     );
     for r in runs {
-        println!(
-            "{:<22} {:<9} {:>10.2} {:>9.2} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10.1} {:>10} {:>6}",
-            r.system,
-            format!("{:?}", r.placement).to_lowercase(),
-            r.build_ms,
-            r.fill_ms,
-            r.walk_ms,
-            r.walks_per_s,
-            r.ratio_to_alignmalloc
-                .map_or("-".to_string(), |x| format!("{x:.2}")),
-            r.list_bytes as f64 / 1048576.0,
-            r.htod_bytes as f64 / 1048576.0,
-            r.gpu_faults,
-            match r.walks_agree {
-                Some(true) => "ok",
-                Some(false) => "WRONG",
-                None => "-",
-            }
-        );
+        println!("{}", table_row(r));
     }
     println!(
         "x ours: walk time over alignmalloc's in the same placement (above 1: alignmalloc is faster)"
     );
+}
+
+/// One run's line; a figure that does not apply to the run is `-`.
+fn table_row(r: &SystemRun) -> String {
+    let or_dash =
+        |x: Option<f64>, decimals: usize| x.map_or("-".to_string(), |x| format!("{x:.decimals$}"));
+    format!(
+        "{:<22} {:<9} {:>10} {:>9} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10.1} {:>10} {:>6}",
+        r.system,
+        format!("{:?}", r.placement).to_lowercase(),
+        or_dash(r.build_ms, 2),
+        or_dash(r.fill_ms, 2),
+        r.walk_ms,
+        r.walks_per_s,
+        or_dash(r.ratio_to_alignmalloc, 2),
+        r.list_bytes as f64 / 1048576.0,
+        r.htod_bytes as f64 / 1048576.0,
+        r.gpu_faults,
+        match r.walks_agree {
+            Some(true) => "ok",
+            Some(false) => "WRONG",
+            None => "-",
+        }
+    )
 }
 
 #[cfg(test)]
@@ -612,11 +625,46 @@ mod tests {
             );
         }
         assert_eq!(runs[0]["ratio_to_alignmalloc"], 1.0);
+        // Figures that do not apply are absent, not zero: the sim backend times no fill, and
+        // the managed CSR builds nothing.
+        for r in runs {
+            assert!(r["fill_ms"].is_null() && r["prefetch_ms"].is_null(), "{r}");
+        }
+        assert!(runs[0]["build_ms"].as_f64().unwrap() > 0.0);
+        assert!(runs[2]["build_ms"].is_null());
         let text = std::fs::read_to_string(&walks).unwrap();
         let _ = std::fs::remove_file(&walks);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 512);
         assert!(lines[3].starts_with("3 ") || lines[3] == "3");
+    }
+
+    #[test]
+    fn a_figure_that_does_not_apply_is_a_dash_in_every_column() {
+        let csr = SystemRun::new("managed-csr", Placement::Host, None, 1 << 20);
+        let cols: Vec<String> = table_row(&csr)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            cols[..4],
+            ["managed-csr", "host", "-", "-"],
+            "build and fill"
+        );
+        assert_eq!(cols[10], "-", "walks unchecked");
+        let built = SystemRun {
+            fill_ms: Some(1.25),
+            ..SystemRun::new("alignmalloc", Placement::Host, Some(0.004), 1 << 20)
+        };
+        let cols: Vec<String> = table_row(&built)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            cols[2..4],
+            ["0.00", "1.25"],
+            "a measured zero stays a number"
+        );
     }
 
     #[test]

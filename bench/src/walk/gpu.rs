@@ -13,7 +13,7 @@ use crate::launch::grid;
 
 use super::{Args, Placement, Reference, SystemRun, compare};
 use crate::graph::Graph;
-use crate::stats::median;
+use crate::stats::{median, median_present};
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
@@ -170,7 +170,7 @@ impl<'a> Walker<'a> {
         &mut self,
         run: &mut SystemRun,
         lists: &Lists<'_>,
-        mut before: impl FnMut(&mut Self) -> anyhow::Result<(f64, f64)>,
+        mut before: impl FnMut(&mut Self) -> anyhow::Result<(Option<f64>, Option<f64>)>,
     ) -> anyhow::Result<()> {
         before(self)?;
         self.walk(lists)?;
@@ -183,7 +183,7 @@ impl<'a> Walker<'a> {
             let walk_ms = self.walk(lists)?;
             let f = self.rt.take_faults()?;
             agree &= self.check(run.system)?;
-            walks.push(walk_ms + prefetch_ms);
+            walks.push(walk_ms + prefetch_ms.unwrap_or(0.0));
             fills.push(fill_ms);
             prefetches.push(prefetch_ms);
             htod.push(f.total.htod_bytes as f64);
@@ -191,8 +191,8 @@ impl<'a> Walker<'a> {
         }
         run.walk_ms_repeats = walks.clone();
         run.walk_ms = median(&mut walks);
-        run.fill_ms = median(&mut fills);
-        run.prefetch_ms = median(&mut prefetches);
+        run.fill_ms = median_present(fills);
+        run.prefetch_ms = median_present(prefetches);
         run.htod_bytes = median(&mut htod) as u64;
         run.gpu_faults = median(&mut faults) as u64;
         run.walks_per_s = self.reference.walkers as f64 / (run.walk_ms / 1e3);
@@ -305,7 +305,7 @@ impl<'a> Walker<'a> {
             .filter(|h| !h.is_null())
             .map(|&h| rt.capacity(h))
             .sum::<Result<u64, _>>()?;
-        let mut run = SystemRun::new(system, placement, median(&mut builds), list_bytes);
+        let mut run = SystemRun::new(system, placement, Some(median(&mut builds)), list_bytes);
         let graph = self.graph;
         let lists_arg = Lists::PerVertex {
             lists: &handles,
@@ -313,7 +313,7 @@ impl<'a> Walker<'a> {
         };
         self.timed_walks(&mut run, &lists_arg, |_| {
             if placement == Placement::Gpu {
-                return Ok((0.0, 0.0));
+                return Ok((None, None));
             }
             let started = Instant::now();
             for (v, &h) in lists.iter().enumerate() {
@@ -321,7 +321,7 @@ impl<'a> Walker<'a> {
                     rt.write(h, 0, bytemuck::cast_slice(graph.neighbors_of(v as u32)))?;
                 }
             }
-            Ok((ms(started), 0.0))
+            Ok((Some(ms(started)), None))
         })?;
         self.free_lists(system, &handles)?;
         Ok(run)
@@ -379,14 +379,14 @@ impl<'a> Walker<'a> {
         let mut run = SystemRun::new(
             "cuda-malloc",
             Placement::Gpu,
-            median(&mut builds),
+            Some(median(&mut builds)),
             self.graph.edges() * 4,
         );
         let lists = Lists::PerVertex {
             lists: &pointers,
             raw: true,
         };
-        self.timed_walks(&mut run, &lists, |_| Ok((0.0, 0.0)))?;
+        self.timed_walks(&mut run, &lists, |_| Ok((None, None)))?;
         self.free_heap(&pointers).map(|()| run)
     }
 
@@ -407,7 +407,7 @@ impl<'a> Walker<'a> {
         } else {
             "managed-csr"
         };
-        let mut run = SystemRun::new(system, Placement::Host, 0.0, bytes);
+        let mut run = SystemRun::new(system, Placement::Host, None, bytes);
         let lists = Lists::Csr {
             offsets: region.base(),
             neighbors: region.base() + neighbors_at,
@@ -422,12 +422,12 @@ impl<'a> Walker<'a> {
             }
             let fill_ms = ms(started);
             if !prefetch {
-                return Ok((fill_ms, 0.0));
+                return Ok((Some(fill_ms), None));
             }
             let started = Instant::now();
             region.prefetch_to_device(ordinal, &stream)?;
             stream.synchronize()?;
-            Ok((fill_ms, ms(started)))
+            Ok((Some(fill_ms), Some(ms(started))))
         })?;
         Ok(run)
     }

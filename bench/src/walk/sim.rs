@@ -252,7 +252,7 @@ fn alignmalloc(
     let runs = vec![modelled_run(
         system,
         Placement::Host,
-        build_ms,
+        Some(build_ms),
         list_bytes,
         counts,
         ns,
@@ -275,7 +275,7 @@ fn alignmalloc(
 fn modelled_run(
     system: &'static str,
     placement: Placement,
-    build_ms: f64,
+    build_ms: Option<f64>,
     list_bytes: u64,
     counts: uvmsim::Counts,
     ns: f64,
@@ -345,7 +345,7 @@ fn managed_csr(
     Ok(modelled_run(
         "managed-csr",
         Placement::Host,
-        0.0,
+        None,
         bytes,
         counts,
         ns,
