@@ -30,6 +30,7 @@ use translator::SlotOrder;
 use uvmsim::{SimConfig, Simulator};
 
 use crate::alloc::System;
+use crate::cli;
 use crate::launch::grid;
 use crate::patterns::{Layout, Pattern, Spec};
 use crate::stats::median;
@@ -38,16 +39,16 @@ use crate::stats::median;
 #[derive(clap::Args)]
 pub struct Args {
     /// Per-thread ranges (KiB, powers of two) of the random test, 1 024 threads.
-    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1,4,16,64,256,1024,2048,8192")]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1,4,16,64,256,1024,2048,8192", value_parser = cli::power_of_two_kib)]
     random_kib: Vec<u64>,
     /// Per-thread ranges (KiB) of the large test, 128 threads.
-    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024,4096,16384")]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024,4096,16384", value_parser = cli::power_of_two_kib)]
     large_kib: Vec<u64>,
     /// Reads per thread.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     reads: u32,
     /// Timed repeats per row (median reported), after one warm-up.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
     /// Seed of the random offsets.
     #[arg(long, default_value_t = 7)]
@@ -365,18 +366,8 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.reads == 0 || args.repeats == 0 {
-        bail!("--reads and --repeats must be at least 1");
-    }
-    if let Some(k) = args
-        .random_kib
-        .iter()
-        .chain(&args.large_kib)
-        .find(|&&k| k == 0 || !k.is_power_of_two())
-    {
-        bail!("range {k} KiB: ranges must be powers of two of at least 1 KiB");
-    }
-    let (backend, device, times, mut rows) = if crate::runs_on_gpu(args.backend) {
+    cli::output_file(args.json.as_deref(), "--json")?;
+    let (backend, device, times, mut rows) = if cli::on_gpu(args.backend)? {
         eprintln!("backend: Cuda");
         let (rows, device) = gpu_rows(args)?;
         ("Cuda", device, "GPU kernel wall time", rows)
@@ -461,8 +452,17 @@ mod tests {
     }
 
     #[test]
-    fn ranges_must_be_powers_of_two() {
-        let args: Args = parse(&["--backend", "sim", "--random-kib", "3"]).unwrap();
-        assert!(format!("{:#}", run(&args).unwrap_err()).contains("powers of two"));
+    fn bad_options_are_refused_naming_the_option() {
+        for words in [
+            &["--random-kib", "3"][..],
+            &["--large-kib", "1024,0"],
+            &["--reads", "0"],
+            &["--repeats", "0"],
+        ] {
+            let err = parse::<Args>(words).err().expect("refused").to_string();
+            assert!(err.contains(words[0]), "{err}");
+        }
+        let args: Args = parse(&["--json", "/nonexistent/a.json"]).unwrap();
+        assert!(format!("{:#}", run(&args).unwrap_err()).contains("--json /nonexistent"));
     }
 }

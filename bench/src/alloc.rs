@@ -28,6 +28,7 @@ use orchestrator::stats::StatsSnapshot;
 use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
+use crate::cli;
 use crate::patterns::mix;
 use crate::stats::median;
 
@@ -72,18 +73,18 @@ pub struct Args {
     /// Tests to run.
     #[arg(long, value_enum, value_delimiter = ',', num_args = 1.., default_value = "singular,random,scaling")]
     tests: Vec<Test>,
-    /// Threads of the singular and random tests.
-    #[arg(long, default_value_t = 16_384)]
+    /// Threads of the singular and random tests (a multiple of 32).
+    #[arg(long, default_value_t = 16_384, value_parser = cli::warp_multiple)]
     threads: u32,
-    /// Most threads of the scaling test (it doubles from 128 up to this).
-    #[arg(long, default_value_t = 262_144)]
+    /// Most threads of the scaling test (it doubles from 128 up to this; at least 128).
+    #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(128..))]
     scaling_max_threads: u32,
     /// Timed rounds per row (the median is reported), after one warm-up round.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
     /// Most bytes one round may ask for, in GiB (fewer threads run where more would be asked).
     /// The sim backend holds it to 1 GiB of host memory.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     budget_gib: u64,
     /// Seed of the sizes.
     #[arg(long, default_value_t = 1)]
@@ -314,10 +315,8 @@ fn print_table(rows: &[Row], times: &str) {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.threads == 0 || args.repeats == 0 || args.budget_gib == 0 || args.tests.is_empty() {
-        bail!("--threads, --repeats, --budget-gib and --tests must not be zero or empty");
-    }
-    let gpu = crate::runs_on_gpu(args.backend);
+    cli::output_file(args.json.as_deref(), "--json")?;
+    let gpu = cli::on_gpu(args.backend)?;
     let budget = if gpu {
         args.budget_gib << 30
     } else {

@@ -15,22 +15,24 @@ use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig, St
 use parking_lot::Mutex;
 use serde::Serialize;
 
+use crate::cli;
 use crate::launch;
 
 /// Options of `mailbox-stress`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Threads in the kernel (a multiple of 32).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = cli::warp_multiple)]
     threads: u32,
     /// Allocate/tag/check/free rounds per thread.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
     /// Mailbox ports.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = 8192, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     ports: usize,
-    /// Managed arena size in MiB (kept under a quarter of free device memory).
-    #[arg(long, default_value_t = 24576)]
+    /// Managed arena size in MiB (kept under a quarter of free device memory; at least one 2 MiB
+    /// block).
+    #[arg(long, default_value_t = 24576, value_parser = clap::value_parser!(u64).range(2..))]
     arena_mib: u64,
     /// Seed of the kernel's size draws.
     #[arg(long, default_value_t = 7)]
@@ -95,9 +97,7 @@ struct Report {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.threads == 0 || !args.threads.is_multiple_of(32) {
-        bail!("--threads must be a positive multiple of 32");
-    }
+    cli::output_file(args.json.as_deref(), "--json")?;
     let (context, info) = runtime::cuda::open(0).context("mailbox-stress needs a CUDA GPU")?;
     let arch = info.nvrtc_arch().with_context(|| {
         format!(

@@ -6,6 +6,7 @@ use tracing_subscriber::EnvFilter;
 
 mod access;
 mod alloc;
+mod cli;
 mod graph;
 mod launch;
 mod mailbox_stress;
@@ -73,16 +74,6 @@ enum Command {
     UvmOversub(uvm::OversubArgs),
 }
 
-/// Whether a runtime built with `choice` will run on the GPU (fault counters are asked for only
-/// there).
-fn runs_on_gpu(choice: runtime::BackendChoice) -> bool {
-    match choice {
-        runtime::BackendChoice::Sim => false,
-        runtime::BackendChoice::Cuda => true,
-        runtime::BackendChoice::Auto => runtime::cuda::open(0).is_ok(),
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -91,7 +82,11 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    run(Cli::parse().command)
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::LayoutParity(args) => parity::run(&args),
         Command::MailboxStress(args) => mailbox_stress::run(&args),
         Command::Selftest(args) => selftest::run(&args),
@@ -140,7 +135,56 @@ mod testing {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use super::Cli;
+    use super::{Cli, run};
+
+    /// Each subcommand refuses a report into a missing folder before any work (a walk over a
+    /// scale-26 graph, a GPU run on a machine without one), naming the option.
+    #[test]
+    fn every_report_path_is_checked_before_any_work() {
+        for words in [
+            &["walk", "--rmat", "26"][..],
+            &["alloc"],
+            &["access"],
+            &["selftest"],
+            &["layout-parity"],
+            &["mailbox-stress"],
+            &["uvm-calibrate"],
+            &["uvm-oversub"],
+        ] {
+            let all: Vec<&str> = ["alignmalloc"]
+                .iter()
+                .chain(words)
+                .chain(&["--json", "/nonexistent/report.json"])
+                .copied()
+                .collect();
+            let err = run(Cli::try_parse_from(&all).unwrap().command).unwrap_err();
+            assert!(
+                format!("{err:#}").starts_with("--json /nonexistent/report.json"),
+                "{words:?}: {err:#}"
+            );
+        }
+    }
+
+    /// Thread counts are whole warps (a count kernels would round is refused), arenas hold a block.
+    #[test]
+    fn counts_kernels_cannot_run_are_refused_naming_the_option() {
+        for words in [
+            &["alloc", "--threads", "7"][..],
+            &["alloc", "--scaling-max-threads", "64"],
+            &["selftest", "--threads", "100"],
+            &["selftest", "--round-threads", "0"],
+            &["selftest", "--arena-mib", "1"],
+            &["mailbox-stress", "--threads", "48"],
+            &["uvm-oversub", "--threads", "33"],
+        ] {
+            let all: Vec<&str> = ["alignmalloc"].iter().chain(words).copied().collect();
+            let err = Cli::try_parse_from(&all)
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(err.contains(words[1]), "{err}");
+        }
+    }
 
     /// List options accept what their help shows (commas), and the values as separate words.
     #[test]

@@ -16,10 +16,10 @@ use translator::{Geometry, Handle, LayoutError, SlotOrder, contiguous_handles, w
 #[derive(clap::Args)]
 pub struct Args {
     /// Random (handle, offset) pairs to translate.
-    #[arg(long, default_value_t = 1 << 22)]
+    #[arg(long, default_value_t = 1 << 22, value_parser = clap::value_parser!(u64).range(1..))]
     pairs: u64,
     /// Random warp requests (geometry and 32 lane handles each).
-    #[arg(long, default_value_t = 1 << 17)]
+    #[arg(long, default_value_t = 1 << 17, value_parser = clap::value_parser!(u64).range(1..))]
     requests: u64,
     /// Seed of the input generator.
     #[arg(long, default_value_t = 0xA11C)]
@@ -79,6 +79,7 @@ fn expected_geometry(geometry: &Result<Option<Geometry>, LayoutError>) -> [u64; 
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    crate::cli::output_file(args.json.as_deref(), "--json")?;
     let (context, info) = runtime::cuda::open(0).context(
         "layout-parity needs a CUDA GPU (the host-side parity runs with `cargo test -p hostcheck`)",
     )?;

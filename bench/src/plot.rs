@@ -17,8 +17,9 @@ use serde_json::Value;
 /// Options of `plot`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// JSON reports written with --json by walk, alloc or access (other JSON files are skipped,
-    /// and said so).
+    /// JSON reports written with --json by walk, alloc or access (any other file, one that
+    /// cannot be read or is not JSON is skipped, and said so; it fails only when none is a
+    /// report).
     #[arg(required = true, value_name = "REPORT")]
     reports: Vec<PathBuf>,
     /// Folder for the figures (created if missing).
@@ -284,16 +285,29 @@ fn walk_figures(reports: &[Value], out: &mut Vec<Figure>) {
     out.push(build);
 }
 
+/// A report's JSON, or why the file is skipped.
+fn read_report(path: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read ({e})"))?;
+    serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))
+}
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    // What would fail after the reading is checked before it.
+    register_font(args.font.as_deref())?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("--out-dir {}: cannot create it", args.out_dir.display()))?;
     let mut walks = Vec::new();
     let mut figures = Vec::new();
     // Which report made each figure, so two reports of one kind cannot overwrite each other.
     let mut sources: Vec<(String, PathBuf)> = Vec::new();
     for path in &args.reports {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let report: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let report = match read_report(path) {
+            Ok(report) => report,
+            Err(why) => {
+                eprintln!("skipping {}: {why}", path.display());
+                continue;
+            }
+        };
         let first_row = &report["rows"][0];
         if report["runs"][0]["placement"].is_string() {
             // One line per system across graphs: the lines compare the default (degree) order.
@@ -334,9 +348,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if !walks.is_empty() {
         walk_figures(&walks, &mut figures);
     }
-    register_font(args.font.as_deref())?;
-    std::fs::create_dir_all(&args.out_dir)
-        .with_context(|| format!("creating {}", args.out_dir.display()))?;
     for figure in figures.iter().filter(|f| !f.lines.is_empty()) {
         let svg = args.out_dir.join(format!("{}.svg", figure.name));
         let png = args.out_dir.join(format!("{}.png", figure.name));
@@ -425,5 +436,25 @@ mod tests {
             run(&parse::<Args>(&[&alloc, &alloc, "--out-dir", out.to_str().unwrap()]).unwrap())
                 .unwrap_err();
         assert!(format!("{err:#}").contains("both make the figure alloc-singular"));
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn files_that_are_not_reports_are_skipped_and_the_reports_drawn() {
+        let out = temp("figures-skip");
+        let not_json = temp("not.json");
+        std::fs::write(&not_json, "{ half").unwrap();
+        let alloc = format!("{RESULTS}/alloc.json");
+        let words = [
+            not_json.to_str().unwrap(),
+            "/nonexistent/r.json",
+            &alloc,
+            "--out-dir",
+            out.to_str().unwrap(),
+        ];
+        run(&parse::<Args>(&words).unwrap()).unwrap();
+        assert!(out.join("alloc-singular.svg").is_file());
+        std::fs::remove_dir_all(&out).unwrap();
+        let _ = std::fs::remove_file(&not_json);
     }
 }

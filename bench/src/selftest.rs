@@ -28,6 +28,8 @@ use orchestrator::{LaneStatus, Status};
 use runtime::{BackendChoice, BackendKind, Handle, Runtime};
 use serde::Serialize;
 
+use crate::cli;
+
 mod gpu;
 mod sim;
 
@@ -37,21 +39,21 @@ pub struct Args {
     /// Backend: auto (the GPU when there is one), cuda or sim.
     #[arg(long, default_value = "auto")]
     backend: BackendChoice,
-    /// Threads of the fill check (a).
-    #[arg(long, default_value_t = 262_144)]
+    /// Threads of the fill check (a), a multiple of 32.
+    #[arg(long, default_value_t = 262_144, value_parser = cli::warp_multiple)]
     threads: u32,
-    /// Threads of the rounds check (b).
-    #[arg(long, default_value_t = 16_384)]
+    /// Threads of the rounds check (b), a multiple of 32.
+    #[arg(long, default_value_t = 16_384, value_parser = cli::warp_multiple)]
     round_threads: u32,
     /// Rounds of the rounds check (b).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
     /// Seed of every draw.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Arena size in MiB (default: a quarter of free device memory; 6 GiB of lazily committed
-    /// host memory on the sim backend).
-    #[arg(long)]
+    /// host memory on the sim backend); at least one 2 MiB block.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     arena_mib: Option<u64>,
     /// Skip the fault counter check (d), for GPU machines without CUPTI.
     #[arg(long)]
@@ -401,11 +403,9 @@ fn fault_counters_not_run(why: &str) -> Check {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.threads == 0 || args.round_threads == 0 || args.rounds == 0 {
-        bail!("--threads, --round-threads and --rounds must be positive");
-    }
+    cli::output_file(args.json.as_deref(), "--json")?;
     // Whether the runtime will run on the GPU: fault counters are asked for only there.
-    let gpu = crate::runs_on_gpu(args.backend);
+    let gpu = cli::on_gpu(args.backend)?;
     let counting = gpu && !args.no_fault_counters;
     let mut builder = Runtime::builder()
         .backend(args.backend)

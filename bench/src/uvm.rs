@@ -23,6 +23,7 @@ use runtime::{BackendChoice, Runtime};
 use serde::{Deserialize, Serialize};
 use uvmsim::{CostModel, Counts, SimConfig, Simulator, Term};
 
+use crate::cli;
 use crate::patterns::{Layout, Pattern, Spec};
 
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
@@ -45,24 +46,25 @@ pub struct CalibrateArgs {
         long,
         value_delimiter = ',',
         num_args = 1..,
-        default_value = "1024:16,1024:64,1024:256,1024:1024,1024:2048,256:4096,128:8192,128:16384,64:16384"
+        default_value = "1024:16,1024:64,1024:256,1024:1024,1024:2048,256:4096,128:8192,128:16384,64:16384",
+        value_parser = run_pair
     )]
     runs: Vec<String>,
     /// Runs (threads:range-in-KiB) that fit the cost model; the others are held out.
-    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024:16,1024:2048")]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1024:16,1024:2048", value_parser = run_pair)]
     fit_runs: Vec<String>,
     /// Fault entries a fetch of the simulated driver finds ready (uvmsim's `ready_entries`).
     /// Given several, each is replayed and fitted, and the report keeps the one whose fitted
     /// runs fit best: the fewest layout pairs ranked unlike the GPU among the fitted runs, then
     /// the smallest worst time error on them. The held-out runs play no part in the choice.
-    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [uvmsim::READY_ENTRIES])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_values_t = [uvmsim::READY_ENTRIES], value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     ready_entries: Vec<usize>,
     /// Reads per thread.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     reads: u32,
     /// Repeats per run (the median time is kept; their spread decides whether the GPU tells
     /// two layouts apart).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
     /// Seed of the random offsets.
     #[arg(long, default_value_t = 7)]
@@ -191,10 +193,17 @@ fn whole_batches() -> usize {
     SimConfig::default().batch_count
 }
 
+/// A `threads:KiB` pair as clap checks it while parsing (the error names the option).
+fn run_pair(text: &str) -> Result<String, String> {
+    parse_run(text)
+        .map(|_| text.to_string())
+        .map_err(|e| format!("{e:#}"))
+}
+
 fn parse_run(text: &str) -> anyhow::Result<(u32, u64)> {
     let (t, r) = text
         .split_once(':')
-        .with_context(|| format!("--runs wants threads:KiB pairs, got {text:?}"))?;
+        .with_context(|| format!("runs are threads:KiB pairs, got {text:?}"))?;
     let threads: u32 = t.parse().with_context(|| format!("threads in {text:?}"))?;
     let kib: u64 = r.parse().with_context(|| format!("range in {text:?}"))?;
     if threads == 0 || !threads.is_multiple_of(32) || kib < 4 || !kib.is_power_of_two() {
@@ -248,8 +257,9 @@ fn fit_runs(args: &CalibrateArgs) -> anyhow::Result<Vec<(u32, u64)>> {
 
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     // Checked before any GPU time is spent.
-    if args.ready_entries.is_empty() || args.ready_entries.contains(&0) {
-        bail!("--ready-entries wants positive entry counts");
+    cli::output_file(args.json.as_deref(), "--json")?;
+    for path in &args.refit {
+        cli::input_file(Some(path), "--refit")?;
     }
     let (device, runs) = match args.refit.is_empty() {
         false => {
@@ -659,14 +669,14 @@ fn publish(args: &CalibrateArgs, report: &Calibration) -> anyhow::Result<()> {
 /// Options of `uvm-oversub`.
 #[derive(clap::Args)]
 pub struct OversubArgs {
-    /// Threads.
-    #[arg(long, default_value_t = 512)]
+    /// Threads (a multiple of 32).
+    #[arg(long, default_value_t = 512, value_parser = cli::warp_multiple)]
     threads: u32,
     /// Per-thread range in MiB.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     range_mib: u64,
     /// Random reads per thread.
-    #[arg(long, default_value_t = 420)]
+    #[arg(long, default_value_t = 420, value_parser = clap::value_parser!(u32).range(1..))]
     reads: u32,
     /// GPU memory for managed data, in GiB (below the working set).
     #[arg(long, default_value_t = 24)]
@@ -691,6 +701,8 @@ struct OversubRun {
 }
 
 pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
+    cli::output_file(args.json.as_deref(), "--json")?;
+    cli::input_file(args.constants.as_deref(), "--constants")?;
     let constants = match &args.constants {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -784,13 +796,33 @@ mod tests {
         let path = format!("{}/{REVIEW_CHECK}", env!("CARGO_MANIFEST_DIR"));
         let mut all = vec!["--repeats", "3", "--refit", &path, "--fit-runs", "1024:256"];
         all.extend_from_slice(words);
-        calibrate(&crate::testing::parse::<CalibrateArgs>(&all).unwrap())
+        calibrate(&crate::testing::parse::<CalibrateArgs>(&all)?)
     }
 
     #[test]
-    fn a_zero_or_empty_fetch_size_is_refused() {
-        let err = refit(&["--ready-entries", "8,0"]).unwrap_err();
-        assert!(err.to_string().contains("--ready-entries"), "{err}");
+    fn bad_options_are_refused_naming_the_option() {
+        for words in [
+            &["--ready-entries", "8,0"][..],
+            &["--runs", "1024:3"],
+            &["--fit-runs", "7:16"],
+            &["--reads", "0"],
+        ] {
+            let err = refit(words).unwrap_err();
+            assert!(err.to_string().contains(words[0]), "{err}");
+        }
+        let err = refit(&["--json", "/nonexistent/c.json"]).unwrap_err();
+        assert!(err.to_string().starts_with("--json"), "{err}");
+        let oversub: OversubArgs =
+            crate::testing::parse(&["--constants", "/nonexistent.json"]).unwrap();
+        assert!(oversub_refused(&oversub).contains("--constants"));
+        let err = crate::testing::parse::<OversubArgs>(&["--threads", "33"])
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("--threads"));
+    }
+
+    fn oversub_refused(args: &OversubArgs) -> String {
+        format!("{:#}", oversub(args).unwrap_err())
     }
 
     #[test]

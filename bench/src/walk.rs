@@ -36,6 +36,7 @@ use anyhow::{Context, bail};
 use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
+use crate::cli;
 use crate::graph::{BuildNotes, Direction, Graph};
 use crate::patterns::mix;
 
@@ -46,11 +47,11 @@ pub const NO_VERTEX: u32 = u32::MAX;
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("graph").required(true).args(["rmat", "snap", "mtx"])))]
 pub struct Args {
-    /// Generate an R-MAT graph with 2^SCALE vertices (Graph500's parameters, undirected).
-    #[arg(long, value_name = "SCALE")]
+    /// Generate an R-MAT graph with 2^SCALE vertices (Graph500's parameters, undirected), 1 to 26.
+    #[arg(long, value_name = "SCALE", value_parser = clap::value_parser!(u32).range(1..=26))]
     rmat: Option<u32>,
     /// Edges per vertex generated for --rmat.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     edge_factor: u32,
     /// Load a SNAP edge list ("u v" per line, "#" comments).
     #[arg(long, value_name = "FILE")]
@@ -68,16 +69,16 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Order::Degree)]
     order: Order,
     /// Steps per walk.
-    #[arg(long, default_value_t = 80)]
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(1..))]
     length: u32,
     /// Walks started from every vertex.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     walks_per_vertex: u32,
     /// Seed of the graph generator and of the walks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Timed walks per system and placement (the median is reported), after one warm-up walk.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
     /// Check every walk step by step against the CPU reference (always checked by digest).
     #[arg(long)]
@@ -367,10 +368,19 @@ fn write_walks(path: &PathBuf, reference: &Reference) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.length == 0 || args.walks_per_vertex == 0 || args.repeats == 0 {
-        bail!("--length, --walks-per-vertex and --repeats must be at least 1");
+impl Args {
+    /// Everything that can be refused before the graph is loaded.
+    fn check(&self) -> anyhow::Result<bool> {
+        cli::input_file(self.snap.as_deref(), "--snap")?;
+        cli::input_file(self.mtx.as_deref(), "--mtx")?;
+        cli::output_file(self.json.as_deref(), "--json")?;
+        cli::output_file(self.output.as_deref(), "--output")?;
+        cli::on_gpu(self.backend)
     }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let gpu = args.check()?;
     let (name, graph, notes) = load_graph(args)?;
     let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);
     let keep_paths = args.verify || args.output.is_some();
@@ -381,7 +391,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.length,
         started.elapsed().as_secs_f64()
     );
-    let gpu = crate::runs_on_gpu(args.backend);
+
     let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
     if !gpu {
         // Host memory standing in for the GPU's (pages are committed as they are used); on the
@@ -677,12 +687,34 @@ mod tests {
             parse::<Args>(&["--rmat", "9", "--snap", "g.txt"]).is_err(),
             "one graph"
         );
-        let zero: Args = parse(&["--rmat", "9", "--length", "0", "--backend", "sim"]).unwrap();
-        assert!(format!("{:#}", run(&zero).unwrap_err()).contains("--length"));
+        // Numbers are refused while parsing, naming the option.
+        for (option, value) in [
+            ("--length", "0"),
+            ("--walks-per-vertex", "0"),
+            ("--repeats", "0"),
+            ("--edge-factor", "0"),
+            ("--rmat", "40"),
+        ] {
+            let rmat: &[&str] = if option == "--rmat" {
+                &[]
+            } else {
+                &["--rmat", "9"]
+            };
+            let words: Vec<&str> = rmat.iter().copied().chain([option, value]).collect();
+            let err = parse::<Args>(&words).err().expect(option).to_string();
+            assert!(err.contains(option), "{err}");
+        }
         let missing: Args = parse(&["--snap", "/nonexistent/g.txt", "--backend", "sim"]).unwrap();
-        assert!(format!("{:#}", run(&missing).unwrap_err()).contains("/nonexistent/g.txt"));
-        let big: Args = parse(&["--rmat", "40", "--backend", "sim"]).unwrap();
-        assert!(format!("{:#}", run(&big).unwrap_err()).contains("scale"));
+        assert!(format!("{:#}", run(&missing).unwrap_err()).contains("--snap /nonexistent/g.txt"));
+        // Files are checked before the graph is generated (scale 26 would take minutes).
+        let late: Args = parse(&["--rmat", "26", "--json", "/nonexistent/w.json"]).unwrap();
+        assert!(format!("{:#}", run(&late).unwrap_err()).contains("--json /nonexistent/w.json"));
+        let walks: Args = parse(&["--rmat", "26", "--output", "/nonexistent/w.txt"]).unwrap();
+        assert!(format!("{:#}", run(&walks).unwrap_err()).contains("--output"));
+        if runtime::cuda::open(0).is_err() {
+            let cuda: Args = parse(&["--rmat", "26", "--backend", "cuda"]).unwrap();
+            assert!(format!("{:#}", run(&cuda).unwrap_err()).contains("--backend cuda"));
+        }
     }
 
     #[test]
