@@ -33,6 +33,7 @@ use crate::alloc::System;
 use crate::cli;
 use crate::launch::grid;
 use crate::patterns::{Layout, Pattern, Spec};
+use crate::progress::note;
 use crate::stats::median;
 
 /// Options of `access`.
@@ -263,10 +264,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
         * configs(args).len()
         * PATTERNS.len()
         * (args.repeats as usize + 1);
-    let progress = indicatif::ProgressBar::new(total as u64).with_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} repeats, {elapsed} {msg}")
-            .expect("a valid template"),
-    );
+    let progress = crate::progress::steps(total as u64, "repeats");
     let mut rows = Vec::new();
     let mut device_name = String::new();
     for (order, systems) in runs {
@@ -306,10 +304,15 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
                         }
                     }
                     let ms = median(&mut times.clone());
-                    progress.println(format!(
-                        "{test} {threads} x {} KiB {pattern:?} {name}: {ms:.3} ms",
-                        range >> 10
-                    ));
+                    tracing::info!(
+                        test,
+                        threads,
+                        range_kib = range >> 10,
+                        pattern = ?pattern,
+                        system = name,
+                        ms,
+                        "row measured"
+                    );
                     let htod = median(&mut htod) as u64;
                     rows.push(Row::new(
                         (test, threads, range),
@@ -331,8 +334,14 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
 fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     let cost = crate::uvm::h200_constants()?;
     let mut rows = Vec::new();
+    let bar = crate::progress::steps((configs(args).len() * PATTERNS.len()) as u64, "rows");
     for (test, threads, range) in configs(args) {
         for pattern in PATTERNS {
+            bar.set_message(format!(
+                "{test} {threads} x {} KiB {pattern:?}",
+                range >> 10
+            ));
+            bar.inc(1);
             for (layout, system) in [
                 (Layout::Arranged, System::Alignmalloc),
                 (Layout::Contiguous, System::AlignmallocContiguous),
@@ -362,17 +371,18 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
             }
         }
     }
+    bar.finish_and_clear();
     Ok(rows)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
     let (backend, device, times, mut rows) = if cli::on_gpu(args.backend)? {
-        eprintln!("backend: Cuda");
+        note!("backend: Cuda");
         let (rows, device) = gpu_rows(args)?;
         ("Cuda", device, "GPU kernel wall time", rows)
     } else {
-        eprintln!("backend: the UVM simulator (no GPU, or --backend sim)");
+        note!("backend: the UVM simulator (no GPU, or --backend sim)");
         (
             "Sim",
             "none (simulated)".to_string(),

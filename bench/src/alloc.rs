@@ -30,6 +30,7 @@ use serde::Serialize;
 
 use crate::cli;
 use crate::patterns::mix;
+use crate::progress::note;
 use crate::stats::median;
 
 /// Which allocator a round uses (the kernels' `mode`).
@@ -230,15 +231,43 @@ fn row(
         r.alloc_ratio_to_alignmalloc = ours.map(|o| r.alloc_ms / o);
     }
     for r in &rows {
-        eprintln!(
-            "{:?} {} {} threads {}: alloc {:.3} ms, free {:.3} ms",
-            r.test, r.parameter, r.threads, r.system, r.alloc_ms, r.free_ms
+        tracing::info!(
+            test = ?r.test,
+            parameter = r.parameter,
+            threads = r.threads,
+            system = r.system,
+            alloc_ms = r.alloc_ms,
+            free_ms = r.free_ms,
+            "row measured"
         );
     }
     Ok(rows)
 }
 
+/// Rows each test measures per system (at most: the budget can end the scaling test early).
+fn rows_per_system(args: &Args) -> u64 {
+    let doublings = u64::from((args.scaling_max_threads / 128).ilog2()) + 1;
+    args.tests
+        .iter()
+        .map(|test| match test {
+            Test::Singular => 19,
+            Test::Random => 1,
+            Test::Scaling => 2 * doublings,
+        })
+        .sum()
+}
+
 fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Result<Vec<Row>> {
+    let bar = crate::progress::steps(rows_per_system(args), "rows");
+    let row = |rounds: &mut dyn Rounds,
+               test: Test,
+               parameter: String,
+               sizes: &dyn Fn(u64) -> Vec<u64>| {
+        bar.set_message(format!("{test:?} {parameter}").to_lowercase());
+        let rows = row(rounds, args, test, parameter, sizes);
+        bar.inc(1);
+        rows
+    };
     let mut rows = Vec::new();
     for &test in &args.tests {
         match test {
@@ -246,14 +275,14 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
                 for n in 4..=22u32 {
                     let (lo, hi) = (1u64 << n, 1u64 << (n + 1));
                     let threads = threads_within(args.threads, hi, budget);
-                    rows.extend(row(rounds, args, test, n.to_string(), &|r| {
+                    rows.extend(row(rounds, test, n.to_string(), &|r| {
                         draw(threads, lo, hi, args.seed + u64::from(n), r)
                     })?);
                 }
             }
             Test::Random => {
                 let threads = threads_within(args.threads, 256 << 10, budget);
-                rows.extend(row(rounds, args, test, "1-256 KiB".into(), &|r| {
+                rows.extend(row(rounds, test, "1-256 KiB".into(), &|r| {
                     draw(threads, 1 << 10, (256 << 10) + 1, args.seed, r)
                 })?);
             }
@@ -262,13 +291,13 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
                     let mut threads = 128u32;
                     while threads <= args.scaling_max_threads {
                         if u64::from(threads) * (kib << 10) > budget {
-                            eprintln!(
+                            note!(
                                 "scaling: {threads} threads x {kib} KiB exceed the budget; stopping there"
                             );
                             break;
                         }
                         let t = threads;
-                        rows.extend(row(rounds, args, test, format!("{kib} KiB"), &|_| {
+                        rows.extend(row(rounds, test, format!("{kib} KiB"), &|_| {
                             vec![kib << 10; t as usize]
                         })?);
                         threads *= 2;
@@ -277,6 +306,7 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
             }
         }
     }
+    bar.finish_and_clear();
     Ok(rows)
 }
 
@@ -328,7 +358,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         builder = builder.arena_bytes(budget * 4);
     }
     let rt = builder.build().context("starting the runtime")?;
-    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
     let (rows, times) = match rt.backend() {
         BackendKind::Cuda => {
             let mut rounds = gpu::GpuRounds::new(&rt, budget)?;
@@ -361,7 +391,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .map(|r| r.failures)
         .sum();
     if baseline_failures > 0 {
-        eprintln!(
+        note!(
             "cuda-malloc: {baseline_failures} allocations got no memory from the device heap (see its rows)"
         );
     }

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::cli;
 use crate::launch;
+use crate::progress::note;
 
 /// Options of `mailbox-stress`.
 #[derive(clap::Args)]
@@ -122,7 +123,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         arena.blocks(),
     ))?));
     let service = Service::start(mailbox.clone(), resolver.clone(), ServiceConfig::default())?;
-    eprintln!(
+    note!(
         "device: {} | {} threads x {} rounds | arena {} MiB | {} ports",
         info.name,
         args.threads,
@@ -147,6 +148,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         block_dim: (args.threads.min(256), 1, 1),
         shared_mem_bytes: 0,
     };
+    let spinner = crate::progress::spinner("stress kernel");
     let started = Instant::now();
     // SAFETY: the arguments match the kernel's signature (mailbox by value, rounds, seed, a
     // counter array of COUNTERS.len() words and an event array of MAX_EVENTS * EVENT_WORDS); the
@@ -154,6 +156,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     unsafe { launch.launch(config) }?;
     stream.synchronize()?;
     let kernel_seconds = started.elapsed().as_secs_f64();
+    spinner.finish_and_clear();
     let counts = stream.clone_dtoh(&counters)?;
     let event_words = stream.clone_dtoh(&events)?;
     context.check_err()?;

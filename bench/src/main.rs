@@ -13,6 +13,7 @@ mod mailbox_stress;
 mod parity;
 mod patterns;
 mod plot;
+mod progress;
 mod selftest;
 mod stats;
 mod uvm;
@@ -22,8 +23,25 @@ mod walk;
 #[derive(Parser)]
 #[command(name = "alignmalloc", version, about, long_about = None)]
 struct Cli {
+    /// More log lines on stderr: -v for info, -vv for debug, -vvv for trace (default: warnings
+    /// and errors only; RUST_LOG, when set, decides instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The log filter for `-v` repeated `verbose` times, unless `rust_log` (RUST_LOG) says.
+fn log_filter(verbose: u8, rust_log: Option<&str>) -> EnvFilter {
+    if let Some(filter) = rust_log.and_then(|s| EnvFilter::try_new(s).ok()) {
+        return filter;
+    }
+    EnvFilter::new(match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    })
 }
 
 #[derive(Subcommand)]
@@ -75,14 +93,13 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rust_log = std::env::var("RUST_LOG").ok();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,runtime=info")),
-        )
-        .with_writer(std::io::stderr)
+        .with_env_filter(log_filter(cli.verbose, rust_log.as_deref()))
+        .with_writer(progress::LogWriter)
         .init();
-    run(Cli::parse().command)
+    run(cli.command)
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -135,7 +152,19 @@ mod testing {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use super::{Cli, run};
+    use super::{Cli, log_filter, run};
+
+    #[test]
+    fn the_log_shows_warnings_unless_asked_for_more() {
+        assert_eq!(log_filter(0, None).to_string(), "warn");
+        assert_eq!(log_filter(2, None).to_string(), "debug");
+        assert_eq!(
+            log_filter(0, Some("runtime=trace")).to_string(),
+            "runtime=trace"
+        );
+        let cli = Cli::try_parse_from(["alignmalloc", "selftest", "-vv"]).unwrap();
+        assert_eq!(cli.verbose, 2, "-v goes after the subcommand too");
+    }
 
     /// Each subcommand refuses a report into a missing folder before any work (a walk over a
     /// scale-26 graph, a GPU run on a machine without one), naming the option.

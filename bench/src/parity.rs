@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use crate::progress::note;
 use anyhow::{Context, bail};
 use cudarc::driver::PushKernelArg;
 use hostcheck::cases::Rng;
@@ -89,14 +90,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             info.compute_capability
         )
     })?;
+    let spinner = crate::progress::spinner("layout parity");
+    spinner.set_message("compiling");
     let compiler = runtime::nvrtc::Compiler::new()?.with_arch(arch);
     let source = device::LAYOUT_PARITY;
     let ptx = compiler.compile(source.path, source.text)?;
     let module = context.load_module(ptx)?;
     let stream = context.new_stream()?;
-    eprintln!(
+    note!(
         "device: {} (sm_{}{}), {} pairs, {} requests",
-        info.name, info.compute_capability.0, info.compute_capability.1, args.pairs, args.requests
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        args.pairs,
+        args.requests
     );
 
     // Inputs.
@@ -162,8 +169,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let lane_handles = stream.clone_dtoh(&d_lane_handles)?;
     stream.synchronize()?;
     context.check_err()?;
-
-    // Compare.
+    spinner.set_message("comparing with the Rust translator");
     let mut c = Checker {
         compared: 0,
         mismatches: 0,
@@ -230,6 +236,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             );
         }
     }
+    spinner.finish_and_clear();
 
     let report = Report {
         device: info.name.clone(),

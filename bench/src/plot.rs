@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::progress::note;
 use anyhow::{Context, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -304,7 +305,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let report = match read_report(path) {
             Ok(report) => report,
             Err(why) => {
-                eprintln!("skipping {}: {why}", path.display());
+                note!("skipping {}: {why}", path.display());
                 continue;
             }
         };
@@ -312,7 +313,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         if report["runs"][0]["placement"].is_string() {
             // One line per system across graphs: the lines compare the default (degree) order.
             if report["order"] == "vertex" {
-                eprintln!("skipping {}: lists in vertex order", path.display());
+                note!("skipping {}: lists in vertex order", path.display());
             } else {
                 walks.push(report);
             }
@@ -336,7 +337,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 figures.push(figure);
             }
         } else {
-            eprintln!(
+            note!(
                 "skipping {}: not a report of walk, alloc or access",
                 path.display()
             );
@@ -359,7 +360,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             BitMapBackend::new(&png, (800, 560)).into_drawing_area(),
             figure,
         )?;
-        eprintln!("{} and .png", svg.display());
+        note!("{} and .png", svg.display());
     }
     Ok(())
 }

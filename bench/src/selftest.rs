@@ -29,6 +29,7 @@ use runtime::{BackendChoice, BackendKind, Handle, Runtime};
 use serde::Serialize;
 
 use crate::cli;
+use crate::progress::note;
 
 mod gpu;
 mod sim;
@@ -423,38 +424,61 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Some(info) => info.free_bytes as u64 / 4,
         None => arena_bytes / 4,
     };
-    eprintln!(
+    note!(
         "selftest on the {:?} backend ({}); arena {} MiB",
         rt.backend(),
         rt.backend_reason(),
         arena_bytes >> 20
     );
     let mut checks = Vec::new();
+    // The sim backend has no fault counters to check: four steps there.
+    let steps = if rt.backend() == BackendKind::Cuda {
+        5
+    } else {
+        4
+    };
+    let bar = crate::progress::steps(steps, "checks");
+    let next = |name: &str| {
+        if !bar.message().is_empty() {
+            bar.inc(1);
+        }
+        bar.set_message(name.to_string());
+    };
     match rt.backend() {
         BackendKind::Cuda => {
+            next("(a) fill");
             let device = gpu::GpuDevice::new(&rt)?;
             checks.push(fill_check(&rt, &device, args, budget)?);
+            next("(b) rounds");
             checks.push(rounds_check(&rt, &device, args)?);
+            next("(c) bad input");
             checks.push(bad_input_check(&rt, &device)?);
+            next("(d) fault counters");
             checks.push(if counting {
                 device.fault_check()?
             } else {
                 fault_counters_not_run("skipped with --no-fault-counters")
             });
             drop(device);
+            next("(e) growth");
             checks.push(growth_check(BackendChoice::Cuda)?);
         }
         BackendKind::Sim => {
+            next("(a) fill");
             let device = sim::SimDevice::new(&rt);
             checks.push(fill_check(&rt, &device, args, budget)?);
+            next("(b) rounds");
             checks.push(rounds_check(&rt, &device, args)?);
+            next("(c) bad input");
             checks.push(bad_input_check(&rt, &device)?);
             checks.push(fault_counters_not_run(
                 "the sim backend has no unified-memory faults to count",
             ));
+            next("(e) growth");
             checks.push(growth_check(BackendChoice::Sim)?);
         }
     }
+    bar.finish_and_clear();
 
     println!("{:<40} {:>8} {:>9}  figures", "check", "outcome", "seconds");
     for c in &checks {

@@ -25,6 +25,7 @@ use uvmsim::{CostModel, Counts, SimConfig, Simulator, Term};
 
 use crate::cli;
 use crate::patterns::{Layout, Pattern, Spec};
+use crate::progress::note;
 
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
 const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
@@ -302,7 +303,9 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     };
     let mut best: Option<Calibration> = None;
     let mut tried = Vec::new();
+    let bar = crate::progress::steps(args.ready_entries.len() as u64, "replays");
     for &ready_entries in &args.ready_entries {
+        bar.set_message(format!("ready entries {ready_entries}"));
         let mut candidate = runs.clone();
         replay(args, &mut candidate, ready_entries)?;
         let judged = judge(args, device.clone(), ready_entries, candidate)?;
@@ -314,7 +317,9 @@ pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
             best = Some(judged);
         }
         tried.push(trial);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let mut report = best.expect("at least one candidate");
     report.ready_entries_tried = tried;
     publish(args, &report)
@@ -347,10 +352,12 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
     let stream = rt.stream()?.clone();
     let mut sink = stream.alloc_zeros::<u64>(1)?;
     let mut runs = Vec::new();
+    let bar = crate::progress::steps((sizes.len() * PATTERNS.len()) as u64, "runs");
     for &(threads, range) in &sizes {
         let bytes = u64::from(threads) * range;
         let blocks = (bytes.div_ceil(ortree::VABLOCK_BYTES) as usize).max(2);
         for pattern in PATTERNS {
+            bar.set_message(format!("{pattern:?} {threads} x {} KiB", range >> 10));
             let specs = LAYOUTS.map(|layout| Spec {
                 pattern,
                 layout,
@@ -373,7 +380,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                 let mut times: Vec<f64> = all.iter().map(|m| m.ns).collect();
                 let median_ns = crate::stats::median(&mut times);
                 let last = all.last().expect("at least one repeat");
-                eprintln!(
+                note!(
                     "{pattern:?}/{:?} {threads}x{} KiB: GPU {:.2} ms, {} MiB HtoD, {} MiB back to the host",
                     spec.layout,
                     range >> 10,
@@ -395,8 +402,10 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
                     time_error: 0.0,
                 });
             }
+            bar.inc(1);
         }
     }
+    bar.finish_and_clear();
     Ok((device, runs))
 }
 
@@ -712,7 +721,7 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{} has no fitted constants", path.display()))?
         }
         None => {
-            eprintln!("no --constants: modelled times use uncalibrated constants");
+            note!("no --constants: modelled times use uncalibrated constants");
             CostModel::default()
         }
     };
@@ -721,7 +730,7 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
     if capacity >= working_set {
         bail!("the capacity ({capacity} B) must be below the working set ({working_set} B)");
     }
-    eprintln!(
+    note!(
         "simulated: {} threads x {} MiB = {} GiB working set, {} GiB of GPU memory, {} random reads per thread",
         args.threads,
         args.range_mib,
@@ -730,8 +739,11 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
         args.reads
     );
     let mut runs = Vec::new();
+    let bar = crate::progress::steps(4, "runs");
     for pattern in [Pattern::Lockstep, Pattern::Independent] {
         for layout in LAYOUTS {
+            bar.set_message(format!("{pattern:?}/{layout:?}"));
+            bar.inc(1);
             let spec = Spec {
                 pattern,
                 layout,
@@ -747,16 +759,19 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
             };
             let report = Simulator::run(config, &spec.trace(1 << 40))?;
             let k = &report.kernels[0];
-            println!(
-                "{pattern:?}/{layout:?}: {} fault batches, {} faults, {} MiB HtoD ({} MiB prefetched, {} MiB never touched), {} MiB evicted, modelled {:.1} ms",
-                k.counts.batches,
-                k.counts.faults_coalesced,
-                k.counts.htod_bytes() >> 20,
-                k.counts.htod_prefetch_bytes >> 20,
-                (report.total.prefetch_waste_pages * 4096) >> 20,
-                k.counts.dtoh_eviction_bytes >> 20,
-                k.modelled_ns / 1e6
-            );
+            // A line of the results on stdout, with the bar off the terminal meanwhile.
+            crate::progress::suspend(|| {
+                println!(
+                    "{pattern:?}/{layout:?}: {} fault batches, {} faults, {} MiB HtoD ({} MiB prefetched, {} MiB never touched), {} MiB evicted, modelled {:.1} ms",
+                    k.counts.batches,
+                    k.counts.faults_coalesced,
+                    k.counts.htod_bytes() >> 20,
+                    k.counts.htod_prefetch_bytes >> 20,
+                    (report.total.prefetch_waste_pages * 4096) >> 20,
+                    k.counts.dtoh_eviction_bytes >> 20,
+                    k.modelled_ns / 1e6
+                )
+            });
             runs.push(OversubRun {
                 spec,
                 counts: k.counts,
@@ -765,6 +780,7 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
             });
         }
     }
+    bar.finish_and_clear();
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&runs)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -39,6 +39,7 @@ use serde::Serialize;
 use crate::cli;
 use crate::graph::{BuildNotes, Direction, Graph};
 use crate::patterns::mix;
+use crate::progress::note;
 
 /// A step that did not happen: the walk ended at a vertex without neighbours.
 pub const NO_VERTEX: u32 = u32::MAX;
@@ -314,6 +315,7 @@ pub fn compare(
 
 fn load_graph(args: &Args) -> anyhow::Result<(String, Graph, BuildNotes)> {
     let started = Instant::now();
+    let spinner = crate::progress::spinner("loading the graph");
     let (name, (graph, notes)) = match (&args.rmat, &args.snap, &args.mtx) {
         (Some(scale), _, _) => (
             format!("rmat-{scale}-ef{}", args.edge_factor),
@@ -329,10 +331,11 @@ fn load_graph(args: &Args) -> anyhow::Result<(String, Graph, BuildNotes)> {
         ),
         _ => bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
     };
+    spinner.finish_and_clear();
     if graph.vertices() > u32::MAX as usize - 1 {
         bail!("{name}: more vertices than 32-bit ids");
     }
-    eprintln!(
+    note!(
         "graph {name}: {} vertices, {} directed edges (max degree {}; {} duplicates dropped, {} self-loops kept), loaded in {:.1} s",
         graph.vertices(),
         graph.edges(),
@@ -385,8 +388,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);
     let keep_paths = args.verify || args.output.is_some();
     let started = Instant::now();
+    let spinner = crate::progress::spinner("CPU reference walks");
     let reference = reference_walks(&graph, walkers, args.length, args.seed, keep_paths);
-    eprintln!(
+    spinner.finish_and_clear();
+    note!(
         "CPU reference: {walkers} walks of {} steps in {:.2} s",
         args.length,
         started.elapsed().as_secs_f64()
@@ -399,7 +404,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         builder = builder.arena_bytes((graph.edges() * 4 * 32).clamp(256 << 20, 8 << 30));
     }
     let rt = builder.build().context("starting the runtime")?;
-    eprintln!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
     let backend = rt.backend();
     let backend_reason = rt.backend_reason().to_string();
     let device = rt
@@ -429,7 +434,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     print_table(&runs, times);
     if let Some(path) = &args.output {
         write_walks(path, &reference)?;
-        eprintln!(
+        note!(
             "walks written to {} (they match every system's)",
             path.display()
         );

@@ -108,6 +108,11 @@ impl Device for SimDevice<'_> {
 
     fn rounds(&self, threads: u32, rounds: u32, seed: u64) -> anyhow::Result<[u64; 5]> {
         let counters: [AtomicU64; 5] = std::array::from_fn(|_| AtomicU64::new(0));
+        // CPU warps take minutes here where the GPU takes a second: progress by warp rounds.
+        let bar = crate::progress::steps(
+            u64::from(warps(threads as usize)) * u64::from(rounds),
+            "(b) warp rounds",
+        );
         self.rt.run_warps(warps(threads as usize), |warp| {
             let (first, mask) = warp.lanes_of(u64::from(threads));
             let first = first as usize;
@@ -179,8 +184,10 @@ impl Device for SimDevice<'_> {
                         .count() as u64;
                     counters[4].fetch_add(failures, Ordering::Relaxed);
                 }
+                bar.inc(1);
             }
         })?;
+        bar.finish_and_clear();
         Ok(counters.map(AtomicU64::into_inner))
     }
 

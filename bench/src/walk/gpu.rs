@@ -439,6 +439,8 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
+    let bar = crate::progress::steps(8, "systems");
+    bar.set_message("warm-up");
     let mut w = Walker::new(rt, graph, args, reference, true)?;
     // Warm-up: the first launches of each kind pay for loading and first-touch costs that the
     // figures should not carry.
@@ -446,22 +448,24 @@ pub fn run(
     w.free_lists("warm-up", &handles)?;
     let (pointers, _) = w.build_heap()?;
     w.free_heap(&pointers)?;
+    bar.inc(1);
     let mut runs = Vec::new();
     for placement in [Placement::Gpu, Placement::Host] {
         for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
-            eprintln!("{system}, lists filled on the {placement:?}...");
+            bar.set_message(format!("{system}, lists filled on the {placement:?}"));
             runs.push(w.alignmalloc(system, contiguous, placement)?);
+            bar.inc(1);
         }
     }
-    eprintln!("cuda-malloc...");
+    bar.set_message("cuda-malloc");
     runs.push(w.cuda_malloc()?);
-    for prefetch in [false, true] {
-        eprintln!(
-            "managed CSR{}...",
-            if prefetch { " with prefetch" } else { "" }
-        );
-        runs.push(w.managed_csr(prefetch)?);
+    bar.inc(1);
+    for system in ["managed-csr", "managed-csr-prefetch"] {
+        bar.set_message(system);
+        runs.push(w.managed_csr(system == "managed-csr-prefetch")?);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(runs)
 }
 
@@ -477,9 +481,12 @@ pub fn identity_order(
     let (handles, _) = w.build_lists("warm-up", false, true)?;
     w.free_lists("warm-up", &handles)?;
     let mut runs = Vec::new();
+    let bar = crate::progress::steps(2, "identity slot order");
     for placement in [Placement::Gpu, Placement::Host] {
-        eprintln!("alignmalloc in the identity slot order, lists filled on the {placement:?}...");
+        bar.set_message(format!("lists filled on the {placement:?}"));
         runs.push(w.alignmalloc("alignmalloc-identity-order", false, placement)?);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(runs)
 }

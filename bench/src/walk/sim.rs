@@ -14,6 +14,7 @@ use uvmsim::{Allocation, CostModel, Event, Kernel, SimConfig, Simulator, Trace, 
 
 use super::{Args, NO_VERTEX, Placement, Reference, SystemRun, compare, digest_step, walk_random};
 use crate::graph::Graph;
+use crate::progress::note;
 
 /// Read the 4-byte neighbour `i` of a list through the layout, as `am::ptr<unsigned>` does.
 fn load_neighbor(warp: &CpuWarp<'_>, list: Handle, i: u64) -> u32 {
@@ -361,19 +362,22 @@ pub fn run(
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
     let cost = crate::uvm::h200_constants()?;
-    eprintln!(
+    note!(
         "simulator: walks by CPU warps through the runtime, times modelled by uvmsim with the H200's constants; \
          lists filled by the host only (lists filled on the GPU migrate nothing, which the model does not price); \
          cuda-malloc, managed-csr-prefetch and the identity slot order need a GPU"
     );
     let mut runs = Vec::new();
+    let bar = crate::progress::steps(3, "systems");
     for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
-        eprintln!("{system}...");
+        bar.set_message(system);
         runs.extend(alignmalloc(
             rt, graph, args, reference, system, contiguous, cost,
         )?);
+        bar.inc(1);
     }
-    eprintln!("managed CSR...");
+    bar.set_message("managed-csr");
     runs.push(managed_csr(graph, args, reference, cost)?);
+    bar.finish_and_clear();
     Ok(runs)
 }

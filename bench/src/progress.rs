@@ -1,0 +1,77 @@
+//! Progress on stderr, and the one way the CLI writes to stderr while progress is shown.
+//!
+//! Invariants: every bar belongs to [`BARS`]; every stderr line (notes through [`note!`], log
+//! lines through [`LogWriter`]) is written with the bars suspended, so no line lands inside a
+//! bar; bars are drawn on stderr only, never on stdout, where the tables go; a bar is cleared
+//! when its step ends, before a table is printed. Off a terminal the bars are hidden and the
+//! notes and log lines are written as they are.
+
+use std::io::Write;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+static BARS: LazyLock<MultiProgress> =
+    LazyLock::new(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(5)));
+
+/// How often a bar's clock is redrawn while its step runs.
+const TICK: Duration = Duration::from_millis(250);
+
+/// A bar over `len` steps of one job (`what`); its message names the step under way.
+pub fn steps(len: u64, what: &str) -> ProgressBar {
+    let bar = BARS.add(ProgressBar::new(len)).with_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed:>4} {wide_msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(TICK);
+    bar
+}
+
+/// A spinner for one step whose length is unknown (a kernel, a file being read).
+pub fn spinner(what: &str) -> ProgressBar {
+    let bar = BARS.add(ProgressBar::new_spinner()).with_style(
+        ProgressStyle::with_template("{spinner} {prefix} {elapsed:>4} {wide_msg}")
+            .expect("a valid template"),
+    );
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(TICK);
+    bar
+}
+
+/// Runs `f` with the bars taken off the terminal (for a line on stderr).
+pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+    BARS.suspend(f)
+}
+
+/// A line on stderr that never lands inside a bar.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::progress::suspend(|| eprintln!($($arg)*))
+    };
+}
+pub(crate) use note;
+
+/// The log subscriber's writer: stderr, with the bars suspended for each line.
+#[derive(Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        suspend(|| std::io::stderr().write_all(buf)).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        *self
+    }
+}
