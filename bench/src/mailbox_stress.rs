@@ -100,16 +100,9 @@ struct Report {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
     let (context, info) = runtime::cuda::open(0).context("mailbox-stress needs a CUDA GPU")?;
-    let arch = info.nvrtc_arch().with_context(|| {
-        format!(
-            "no NVRTC target for compute capability {:?}",
-            info.compute_capability
-        )
-    })?;
     let arena_bytes = (args.arena_mib << 20).min(info.free_bytes as u64 / 4);
     let blocks = (arena_bytes / ortree::VABLOCK_BYTES) as usize;
-    let ptx = runtime::nvrtc::Compiler::new()?
-        .with_arch(arch)
+    let ptx = runtime::nvrtc::Compiler::for_device(info.compute_capability)?
         .compile(device::MAILBOX_STRESS.path, device::MAILBOX_STRESS.text)?;
     let module = context.load_module(ptx)?;
     let kernel = module.load_function("am_mailbox_stress")?;

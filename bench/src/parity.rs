@@ -84,15 +84,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (context, info) = runtime::cuda::open(0).context(
         "layout-parity needs a CUDA GPU (the host-side parity runs with `cargo test -p hostcheck`)",
     )?;
-    let arch = info.nvrtc_arch().with_context(|| {
-        format!(
-            "no NVRTC target known for compute capability {:?}",
-            info.compute_capability
-        )
-    })?;
     let spinner = crate::progress::spinner("layout parity");
     spinner.set_message("compiling");
-    let compiler = runtime::nvrtc::Compiler::new()?.with_arch(arch);
+    let compiler = runtime::nvrtc::Compiler::for_device(info.compute_capability)?;
     let source = device::LAYOUT_PARITY;
     let ptx = compiler.compile(source.path, source.text)?;
     let module = context.load_module(ptx)?;

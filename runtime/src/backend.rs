@@ -60,7 +60,6 @@ pub(crate) struct CudaBackend {
     pub info: DeviceInfo,
     pub stream: Arc<CudaStream>,
     pub pinned: PinnedMailbox,
-    pub arch: &'static str,
     pub compiler: OnceLock<Compiler>,
     #[cfg(feature = "cupti")]
     pub faults: Option<crate::faults::FaultCounter>,

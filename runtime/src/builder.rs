@@ -216,12 +216,6 @@ impl RuntimeBuilder {
                 info.name
             )));
         }
-        let arch = info.nvrtc_arch().ok_or_else(|| {
-            Error::Config(format!(
-                "no NVRTC target for compute capability {:?}",
-                info.compute_capability
-            ))
-        })?;
         let bytes = self
             .arena_bytes
             .unwrap_or((info.free_bytes as f64 * self.arena_fraction) as u64);
@@ -247,7 +241,6 @@ impl RuntimeBuilder {
             info,
             stream,
             pinned,
-            arch,
             compiler: OnceLock::new(),
             #[cfg(feature = "cupti")]
             faults,

@@ -40,23 +40,6 @@ pub struct DeviceInfo {
     pub free_bytes: usize,
 }
 
-impl DeviceInfo {
-    /// NVRTC's virtual architecture for this device, `compute_XY`, when NVRTC 13 knows it.
-    pub fn nvrtc_arch(&self) -> Option<&'static str> {
-        Some(match self.compute_capability {
-            (7, 5) => "compute_75",
-            (8, 0) => "compute_80",
-            (8, 6) => "compute_86",
-            (8, 7) => "compute_87",
-            (8, 9) => "compute_89",
-            (9, 0) => "compute_90",
-            (10, 0) => "compute_100",
-            (12, 0) => "compute_120",
-            _ => return None,
-        })
-    }
-}
-
 /// Open device `ordinal`: its primary context and what it is.
 pub fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), ProbeError> {
     // SAFETY: only tries to open the library through the loader; no symbol is called.
@@ -92,17 +75,5 @@ mod tests {
             Err(e) => assert!(!e.to_string().is_empty()),
         }
         assert!(open(1 << 20).is_err());
-    }
-
-    #[test]
-    fn hopper_maps_to_compute_90() {
-        let info = DeviceInfo {
-            ordinal: 0,
-            name: "x".into(),
-            compute_capability: (9, 0),
-            total_bytes: 1,
-            free_bytes: 1,
-        };
-        assert_eq!(info.nvrtc_arch(), Some("compute_90"));
     }
 }

@@ -10,6 +10,11 @@
 //! hash of their contents under the cache directory (`ALIGNMALLOC_CACHE_DIR`, else
 //! `$XDG_CACHE_HOME/alignmalloc`, else `~/.cache/alignmalloc`), and put first on the include path:
 //! a stale copy can never be picked up, and user kernels include them as `<alignmalloc/...>`.
+//!
+//! The target comes from the device and the NVRTC that is loaded, never from a table: NVRTC lists
+//! the architectures it can compile for, and [`target_for`] takes the device's own, or, for a
+//! device newer than that NVRTC, the newest one below it (PTX for an older virtual architecture
+//! runs on newer GPUs: the driver compiles it forward, and says so in a warning).
 
 use std::path::{Path, PathBuf};
 
@@ -50,18 +55,105 @@ pub enum CompileError {
         /// NVRTC's log, or the error it returned.
         log: String,
     },
+    /// NVRTC cannot compile for the device, not even for an older architecture.
+    #[error(
+        "NVRTC cannot compile for this device (compute capability {}.{}): its targets are \
+         compute_XY for XY in {supported:?}; install an NVRTC that supports the device",
+        device.0,
+        device.1
+    )]
+    NoTarget {
+        /// The device's compute capability.
+        device: (i32, i32),
+        /// The architectures NVRTC supports (`major * 10 + minor`).
+        supported: Vec<u32>,
+    },
+    /// NVRTC failed to list its architectures.
+    #[error("NVRTC could not list its supported architectures: {0}")]
+    Archs(String),
+}
+
+/// What to compile for a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The virtual architecture, `major * 10 + minor` (`compute_{arch}`).
+    pub arch: u32,
+    /// The device is newer than NVRTC's newest target: the driver compiles the PTX forward.
+    pub forward: bool,
+}
+
+/// The target for a device of compute capability `device`, given NVRTC's `supported`
+/// architectures: the device's own, else the newest supported one below it.
+pub fn target_for(device: (i32, i32), supported: &[u32]) -> Result<Target, CompileError> {
+    let no_target = || CompileError::NoTarget {
+        device,
+        supported: supported.to_vec(),
+    };
+    let (major, minor) = (
+        u32::try_from(device.0).map_err(|_| no_target())?,
+        u32::try_from(device.1).map_err(|_| no_target())?,
+    );
+    // Minor versions are one digit (9.0 is 90, 12.1 is 121).
+    if minor > 9 {
+        return Err(no_target());
+    }
+    let own = major * 10 + minor;
+    if supported.contains(&own) {
+        return Ok(Target {
+            arch: own,
+            forward: false,
+        });
+    }
+    supported
+        .iter()
+        .copied()
+        .filter(|&a| a < own)
+        .max()
+        .map(|arch| Target {
+            arch,
+            forward: true,
+        })
+        .ok_or_else(no_target)
+}
+
+/// The architectures the loaded NVRTC compiles for (`major * 10 + minor`), ascending.
+pub fn supported_archs() -> Result<Vec<u32>, CompileError> {
+    use cudarc::nvrtc::sys::{nvrtcGetNumSupportedArchs, nvrtcGetSupportedArchs, nvrtcResult};
+    // SAFETY: only tries to open the library through the loader; no symbol is called.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(CompileError::NvrtcMissing);
+    }
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: NVRTC writes one int through the pointer, which points at `count`.
+    let status = unsafe { nvrtcGetNumSupportedArchs(&mut count) };
+    if status != nvrtcResult::NVRTC_SUCCESS {
+        return Err(CompileError::Archs(format!("{status:?}")));
+    }
+    let mut archs = vec![0 as std::ffi::c_int; usize::try_from(count).unwrap_or(0)];
+    // SAFETY: NVRTC writes `count` ints, the length of `archs`.
+    let status = unsafe { nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
+    if status != nvrtcResult::NVRTC_SUCCESS {
+        return Err(CompileError::Archs(format!("{status:?}")));
+    }
+    let mut archs: Vec<u32> = archs
+        .into_iter()
+        .filter_map(|a| u32::try_from(a).ok())
+        .collect();
+    archs.sort_unstable();
+    Ok(archs)
 }
 
 /// An NVRTC compiler set up for alignmalloc sources.
 #[derive(Clone, Debug)]
 pub struct Compiler {
     include_dirs: Vec<PathBuf>,
-    arch: &'static str,
+    arch: u32,
 }
 
 impl Compiler {
     /// Load NVRTC, find the CUDA headers and materialise alignmalloc's headers. Targets
-    /// `compute_90` (Hopper) until [`Compiler::with_arch`] says otherwise.
+    /// `compute_90` (Hopper) until [`Compiler::with_arch`] says otherwise; [`Compiler::for_device`]
+    /// targets a device.
     pub fn new() -> Result<Self, CompileError> {
         // SAFETY: only tries to open the library through the loader; no symbol is called.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -74,14 +166,35 @@ impl Compiler {
         tracing::debug!(?include_dirs, "NVRTC include path");
         Ok(Self {
             include_dirs,
-            arch: "compute_90",
+            arch: 90,
         })
     }
 
-    /// Target another virtual architecture (`compute_XY`), for example the device's.
-    pub fn with_arch(mut self, arch: &'static str) -> Self {
+    /// A compiler for a device of compute capability `device` (see [`target_for`]).
+    pub fn for_device(device: (i32, i32)) -> Result<Self, CompileError> {
+        let compiler = Self::new()?;
+        let target = target_for(device, &supported_archs()?)?;
+        if target.forward {
+            tracing::warn!(
+                device = format_args!("{}.{}", device.0, device.1),
+                arch = target.arch,
+                "the device is newer than NVRTC's newest target: compiling compute_{} PTX, which \
+                 the driver compiles forward; a newer NVRTC targets the device itself",
+                target.arch
+            );
+        }
+        Ok(compiler.with_arch(target.arch))
+    }
+
+    /// Target another virtual architecture, `major * 10 + minor` (`compute_{arch}`).
+    pub fn with_arch(mut self, arch: u32) -> Self {
         self.arch = arch;
         self
+    }
+
+    /// The virtual architecture compiled for (`compute_{arch}`).
+    pub fn arch(&self) -> u32 {
+        self.arch
     }
 
     /// The include path, alignmalloc's headers first.
@@ -97,9 +210,12 @@ impl Compiler {
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
-            arch: Some(self.arch),
             name: Some(name.to_string()),
-            options: vec!["--std=c++17".into(), "--generate-line-info".into()],
+            options: vec![
+                format!("--gpu-architecture=compute_{}", self.arch),
+                "--std=c++17".into(),
+                "--generate-line-info".into(),
+            ],
             ..Default::default()
         };
         let started = std::time::Instant::now();
@@ -221,6 +337,44 @@ fn materialize_headers(cache: &Path) -> Result<PathBuf, CompileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What NVRTC 13.0 lists.
+    const NVRTC_13: [u32; 12] = [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121];
+
+    #[test]
+    fn a_device_nvrtc_knows_is_compiled_for_itself() {
+        for (device, arch) in [((9, 0), 90), ((10, 3), 103), ((7, 5), 75)] {
+            let t = target_for(device, &NVRTC_13).unwrap();
+            assert_eq!((t.arch, t.forward), (arch, false), "{device:?}");
+        }
+    }
+
+    #[test]
+    fn a_device_newer_than_nvrtc_gets_the_newest_target_below_it() {
+        for (device, arch) in [
+            ((12, 2), 121),
+            ((13, 0), 121),
+            ((10, 1), 100),
+            ((11, 2), 110),
+        ] {
+            let t = target_for(device, &NVRTC_13).unwrap();
+            assert_eq!((t.arch, t.forward), (arch, true), "{device:?}");
+        }
+    }
+
+    #[test]
+    fn a_device_older_than_every_target_is_refused_with_the_list() {
+        let err = target_for((7, 0), &NVRTC_13).unwrap_err();
+        assert!(matches!(err, CompileError::NoTarget { device: (7, 0), .. }));
+        let text = err.to_string();
+        assert!(text.contains("7.0") && text.contains("75"), "{text}");
+        assert!(
+            target_for((9, 10), &NVRTC_13).is_err(),
+            "not a compute capability"
+        );
+        assert!(target_for((-1, 0), &NVRTC_13).is_err());
+        assert!(target_for((9, 0), &[]).is_err());
+    }
 
     #[test]
     fn headers_are_written_once_per_content() {

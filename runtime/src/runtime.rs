@@ -455,14 +455,15 @@ impl Runtime {
         Ok(self.mailbox_arg.as_ref().expect("set for the cuda backend"))
     }
 
-    /// The NVRTC compiler, set up on first use, targeting this GPU, with the alignmalloc headers
-    /// on the include path (cuda backend).
+    /// The NVRTC compiler, set up on first use, targeting this GPU (its own architecture, or the
+    /// newest NVRTC knows below it), with the alignmalloc headers on the include path (cuda
+    /// backend). A runtime that never compiles never needs NVRTC.
     pub fn compiler(&self) -> Result<&Compiler> {
         let c = self.cuda("compiling CUDA C++")?;
         if let Some(compiler) = c.compiler.get() {
             return Ok(compiler);
         }
-        let compiler = Compiler::new()?.with_arch(c.arch);
+        let compiler = Compiler::for_device(c.info.compute_capability)?;
         Ok(c.compiler.get_or_init(|| compiler))
     }
 

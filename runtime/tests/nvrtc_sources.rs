@@ -18,6 +18,27 @@ fn compiler() -> Option<Compiler> {
     }
 }
 
+/// NVRTC lists the architectures it targets, and a device newer than all of them gets PTX for
+/// the newest, which compiles.
+#[test]
+fn the_target_comes_from_what_nvrtc_supports() {
+    let Some(_) = compiler() else { return };
+    let archs = runtime::nvrtc::supported_archs().unwrap();
+    assert!(archs.contains(&90), "{archs:?}");
+    let newest = *archs.last().unwrap();
+    let beyond = (i32::try_from(newest / 10).unwrap() + 1, 0);
+    let compiler = Compiler::for_device(beyond).unwrap();
+    assert_eq!(compiler.arch(), newest);
+    let ptx = compiler
+        .compile(device::MAILBOX_STRESS.path, device::MAILBOX_STRESS.text)
+        .unwrap();
+    assert!(ptx.to_src().contains(&format!(".target sm_{newest}")));
+    assert!(matches!(
+        Compiler::for_device((5, 0)),
+        Err(CompileError::NoTarget { .. })
+    ));
+}
+
 #[test]
 fn every_kernel_compiles() {
     let Some(compiler) = compiler() else { return };
