@@ -78,8 +78,8 @@ struct Row {
     /// Time over alignmalloc's on the same row (above 1: alignmalloc is faster).
     ratio_to_alignmalloc: Option<f64>,
     /// Migrated to the GPU during the read kernel (CUPTI on the GPU, a lower bound under load;
-    /// modelled on sim).
-    htod_bytes: u64,
+    /// modelled on sim); `None` where the counters are off (another tool holds CUPTI).
+    htod_bytes: Option<u64>,
 }
 
 impl Row {
@@ -89,7 +89,7 @@ impl Row {
         system: &'static str,
         ms: f64,
         ms_repeats: Vec<f64>,
-        htod_bytes: u64,
+        htod_bytes: Option<u64>,
     ) -> Self {
         Self {
             test,
@@ -110,6 +110,8 @@ struct Report {
     backend: String,
     device: String,
     times: &'static str,
+    /// Where the HtoD column comes from, or why it is empty.
+    migrations: String,
     reads: u32,
     repeats: u32,
     seed: u64,
@@ -147,7 +149,12 @@ impl<'a> Gpu<'a> {
     }
 
     /// One repeat: allocate, fill from the host (alignmalloc), read (timed), free.
-    fn repeat(&self, spec: &Spec, system: System, fill: &[u8]) -> anyhow::Result<(f64, u64)> {
+    fn repeat(
+        &self,
+        spec: &Spec,
+        system: System,
+        fill: &[u8],
+    ) -> anyhow::Result<(f64, Option<u64>)> {
         let rt = self.rt;
         let stream = rt.stream()?.clone();
         let threads = spec.threads;
@@ -180,7 +187,7 @@ impl<'a> Gpu<'a> {
             }
         }
         let mut sink = stream.alloc_zeros::<u64>(1)?;
-        rt.take_faults()?;
+        rt.take_faults_if_counting()?;
         let pattern = spec.pattern as u32;
         let mut b = stream.launch_builder(&self.pattern);
         b.arg(&handles)
@@ -197,7 +204,7 @@ impl<'a> Gpu<'a> {
         unsafe { b.launch(grid(u64::from(threads))) }?;
         stream.synchronize()?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        let htod = rt.take_faults()?.total.htod_bytes;
+        let htod = rt.take_faults_if_counting()?.map(|f| f.total.htod_bytes);
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode, unsigned*
         // statuses): the handles just allocated, each freed once.
         unsafe {
@@ -239,7 +246,7 @@ fn with_ratios(rows: &mut [Row]) {
 /// Every row on the GPU: the pattern slot order's runtime for alignmalloc, arrangement off and
 /// CUDA's heap, then a runtime in the identity slot order for alignmalloc again (the slot order
 /// is a runtime setting; one runtime at a time, so each has its own fault counters).
-fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
+fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
     let largest = configs(args)
         .iter()
         .map(|&(_, t, r)| u64::from(t) * r)
@@ -267,6 +274,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
     let progress = crate::progress::steps(total as u64, "repeats");
     let mut rows = Vec::new();
     let mut device_name = String::new();
+    let mut migrations = String::new();
     for (order, systems) in runs {
         let rt = Runtime::builder()
             .backend(args.backend)
@@ -275,6 +283,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
             .build()
             .context("starting the runtime")?;
         device_name = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
+        migrations = rt.fault_counting().to_string();
         // CUDA fixes the heap's size before the first kernel that calls malloc.
         let heap = (order == SlotOrder::Pattern).then_some(largest + largest / 2 + (256 << 20));
         let device = Gpu::new(&rt, heap)?;
@@ -300,7 +309,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
                         progress.inc(1);
                         if r > 0 {
                             times.push(ms);
-                            htod.push(bytes as f64);
+                            htod.push(bytes);
                         }
                     }
                     let ms = median(&mut times.clone());
@@ -313,7 +322,9 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
                         ms,
                         "row measured"
                     );
-                    let htod = median(&mut htod) as u64;
+                    let htod: Option<Vec<f64>> =
+                        htod.into_iter().map(|b| b.map(|b| b as f64)).collect();
+                    let htod = htod.map(|mut h| median(&mut h) as u64);
                     rows.push(Row::new(
                         (test, threads, range),
                         pattern,
@@ -327,7 +338,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String)> {
         }
     }
     progress.finish_and_clear();
-    Ok((rows, device_name))
+    Ok((rows, device_name, migrations))
 }
 
 /// Every row in the simulator: both layouts, modelled.
@@ -366,7 +377,7 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
                     system.name(),
                     k.modelled_ns / 1e6,
                     Vec::new(),
-                    k.counts.htod_bytes(),
+                    Some(k.counts.htod_bytes()),
                 ));
             }
         }
@@ -377,28 +388,30 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
-    let (backend, device, times, mut rows) = if cli::on_gpu(args.backend)? {
+    let (backend, device, times, migrations, mut rows) = if cli::on_gpu(args.backend)? {
         note!("backend: Cuda");
-        let (rows, device) = gpu_rows(args)?;
-        ("Cuda", device, "GPU kernel wall time", rows)
+        let (rows, device, migrations) = gpu_rows(args)?;
+        ("Cuda", device, "GPU kernel wall time", migrations, rows)
     } else {
         note!("backend: the UVM simulator (no GPU, or --backend sim)");
         (
             "Sim",
             "none (simulated)".to_string(),
             "modelled by uvmsim with the constants fitted on the H200 (not measured); cuda-malloc and the identity slot order need a GPU",
+            "modelled by uvmsim".to_string(),
             sim_rows(args)?,
         )
     };
     with_ratios(&mut rows);
     println!("times: {times}");
+    println!("HtoD: {migrations}");
     println!(
         "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>10}",
         "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "HtoD MiB"
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>10.1}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>10}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -407,7 +420,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.ms,
             r.ratio_to_alignmalloc
                 .map_or("-".into(), |x| format!("{x:.2}")),
-            r.htod_bytes as f64 / 1048576.0
+            r.htod_bytes
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0))
         );
     }
     println!("x ours: time over alignmalloc's on the same row (above 1: alignmalloc is faster)");
@@ -416,6 +430,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             backend: backend.to_string(),
             device,
             times,
+            migrations,
             reads: args.reads,
             repeats: args.repeats,
             seed: args.seed,

@@ -233,14 +233,16 @@ fn access_figures(report: &Value, out: &mut Vec<Figure>) {
         let threads = f(&r["threads"]);
         let kib = f(&r["range_bytes"]) / 1024.0;
         let system = s(&r["system"]);
+        // Migrations are null where the run had no counters (another tool held CUPTI).
         for (what, y, y_desc) in [
-            ("time", f(&r["ms"]), "read kernel, ms"),
+            ("time", r["ms"].as_f64(), "read kernel, ms"),
             (
                 "htod",
-                f(&r["htod_bytes"]) / 1048576.0,
+                r["htod_bytes"].as_f64().map(|b| b / 1048576.0),
                 "migrated to the GPU, MiB",
             ),
         ] {
+            let Some(y) = y else { continue };
             let name = format!("access-{test}-{pattern}-{what}");
             figures
                 .entry(name.clone())

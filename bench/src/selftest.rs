@@ -25,6 +25,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use hostcheck::cases::Rng;
 use orchestrator::{LaneStatus, Status};
+use runtime::faults::FaultCounting;
 use runtime::{BackendChoice, BackendKind, Handle, Runtime};
 use serde::Serialize;
 
@@ -454,10 +455,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             next("(c) bad input");
             checks.push(bad_input_check(&rt, &device)?);
             next("(d) fault counters");
-            checks.push(if counting {
-                device.fault_check()?
-            } else {
-                fault_counters_not_run("skipped with --no-fault-counters")
+            checks.push(match rt.fault_counting() {
+                FaultCounting::On => device.fault_check()?,
+                FaultCounting::Taken { reason } => fault_counters_not_run(&reason),
+                FaultCounting::Off => fault_counters_not_run("skipped with --no-fault-counters"),
             });
             drop(device);
             next("(e) growth");

@@ -346,6 +346,9 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
         .arena_bytes(64 << 20)
         .build()
         .context("uvm-calibrate needs a GPU and CUPTI (LD_LIBRARY_PATH)")?;
+    if let runtime::faults::FaultCounting::Taken { reason } = rt.fault_counting() {
+        bail!("uvm-calibrate measures migrations with CUPTI, and {reason}");
+    }
     let device = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
     let module = rt.compile(device::UVM_PATTERNS.path, device::UVM_PATTERNS.text)?;
     let kernel = module.load_function("am_uvm_pattern")?;

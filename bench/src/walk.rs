@@ -232,10 +232,11 @@ pub struct SystemRun {
     /// `walk_ms` over alignmalloc's in the same placement (above 1: alignmalloc is faster).
     pub ratio_to_alignmalloc: Option<f64>,
     /// Bytes migrated to the GPU during the walk (CUPTI on the GPU, lower bound under load;
-    /// modelled on sim).
-    pub htod_bytes: u64,
-    /// GPU fault groups during the walk (CUPTI) or coalesced faults (modelled).
-    pub gpu_faults: u64,
+    /// modelled on sim); `None` where the counters are off (another tool holds CUPTI).
+    pub htod_bytes: Option<u64>,
+    /// GPU fault groups during the walk (CUPTI) or coalesced faults (modelled); `None` as
+    /// `htod_bytes`.
+    pub gpu_faults: Option<u64>,
     /// Every walk matched the CPU reference (by digest; by path too with --verify); `None`
     /// where the run was traced from the reference itself and checks nothing.
     pub walks_agree: Option<bool>,
@@ -261,8 +262,8 @@ impl SystemRun {
             walk_ms_repeats: Vec::new(),
             walks_per_s: 0.0,
             ratio_to_alignmalloc: None,
-            htod_bytes: 0,
-            gpu_faults: 0,
+            htod_bytes: None,
+            gpu_faults: None,
             walks_agree: None,
             list_bytes,
         }
@@ -286,6 +287,8 @@ struct Report {
     repeats: u32,
     order: Order,
     times: &'static str,
+    /// Where the HtoD and fault columns come from, or why they are empty.
+    migrations: String,
     runs: Vec<SystemRun>,
 }
 
@@ -410,6 +413,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let device = rt
         .device_info()
         .map_or_else(|| "none (simulated)".to_string(), |i| i.name.clone());
+    let migrations = match backend {
+        BackendKind::Cuda => rt.fault_counting().to_string(),
+        BackendKind::Sim => "modelled by uvmsim".to_string(),
+    };
     let (runs, times) = match backend {
         BackendKind::Cuda => {
             let mut runs = gpu::run(&rt, &graph, args, &reference)?;
@@ -431,7 +438,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ),
     };
     let runs = with_ratios(runs);
-    print_table(&runs, times);
+    print_table(&runs, times, &migrations);
     if let Some(path) = &args.output {
         write_walks(path, &reference)?;
         note!(
@@ -459,6 +466,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         repeats: args.repeats,
         order: args.order,
         times,
+        migrations,
         runs,
     };
     if let Some(path) = &args.json {
@@ -490,10 +498,11 @@ fn with_ratios(mut runs: Vec<SystemRun>) -> Vec<SystemRun> {
     runs
 }
 
-fn print_table(runs: &[SystemRun], times: &str) {
+fn print_table(runs: &[SystemRun], times: &str, migrations: &str) {
     println!("walk times: {times}");
+    println!("HtoD and faults: {migrations}");
     println!(
-        "{:<22} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
+        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
         "system",
         "placement",
         "build ms",
@@ -519,7 +528,7 @@ fn table_row(r: &SystemRun) -> String {
     let or_dash =
         |x: Option<f64>, decimals: usize| x.map_or("-".to_string(), |x| format!("{x:.decimals$}"));
     format!(
-        "{:<22} {:<9} {:>10} {:>9} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10.1} {:>10} {:>6}",
+        "{:<26} {:<9} {:>10} {:>9} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10} {:>10} {:>6}",
         r.system,
         format!("{:?}", r.placement).to_lowercase(),
         or_dash(r.build_ms, 2),
@@ -528,8 +537,9 @@ fn table_row(r: &SystemRun) -> String {
         r.walks_per_s,
         or_dash(r.ratio_to_alignmalloc, 2),
         r.list_bytes as f64 / 1048576.0,
-        r.htod_bytes as f64 / 1048576.0,
-        r.gpu_faults,
+        r.htod_bytes
+            .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+        r.gpu_faults.map_or("-".to_string(), |f| f.to_string()),
         match r.walks_agree {
             Some(true) => "ok",
             Some(false) => "WRONG",

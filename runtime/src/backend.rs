@@ -62,7 +62,7 @@ pub(crate) struct CudaBackend {
     pub pinned: PinnedMailbox,
     pub compiler: OnceLock<Compiler>,
     #[cfg(feature = "cupti")]
-    pub faults: Option<crate::faults::FaultCounter>,
+    pub faults: crate::faults::Counting,
 }
 
 /// What the sim backend holds: the warps' side of the mailbox.

@@ -222,11 +222,7 @@ impl RuntimeBuilder {
         // Counting starts once the context exists and before the arena is reserved, so CUPTI
         // sees the managed allocation being made.
         #[cfg(feature = "cupti")]
-        let faults = if self.fault_counters {
-            Some(crate::faults::FaultCounter::start(self.device)?)
-        } else {
-            None
-        };
+        let faults = crate::faults::Counting::start(self.fault_counters, self.device)?;
         let blocks = arena_blocks(bytes)?;
         let memory = ArenaMemory::managed(
             &context,

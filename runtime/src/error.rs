@@ -93,6 +93,13 @@ pub enum Error {
         "fault counters are off: build the runtime with .fault_counters(true) (feature `cupti`)"
     )]
     FaultCountersOff,
+    /// Fault counters were asked for, but another tool (a profiler) holds CUPTI: the runtime runs
+    /// without them.
+    #[error("fault counters are off: {reason}")]
+    FaultCountersTaken {
+        /// What CUPTI answered.
+        reason: String,
+    },
     /// The thread waiting for a launch ended before reporting (a bug).
     #[error("the completion of a launch was lost")]
     CompletionLost,

@@ -9,6 +9,11 @@
 //! Invariants: at most one runtime per process counts faults (CUPTI's activity API is
 //! process-wide); counting starts after the CUDA context exists (CUPTI answers NOT_READY before);
 //! every buffer handed to CUPTI is freed exactly once, in the completion callback.
+//!
+//! CUPTI serves one tool at a time. When another one holds it (a profiler such as Nsight Systems
+//! injected into the process), starting answers [`FaultCounterError::Taken`]; the runtime then
+//! runs with its counters off ([`FaultCounting::Taken`]), warns once per process, and every report
+//! that would have shown counters says why it does not.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +39,17 @@ pub enum FaultCounterError {
     /// Another runtime of this process already counts faults.
     #[error("another runtime of this process already counts faults (CUPTI is process-wide)")]
     AlreadyCounting,
+    /// Another tool (a profiler) holds CUPTI, which serves one subscriber at a time.
+    #[error(
+        "CUPTI is in use by another tool (a profiler such as Nsight Systems): {call} answered \
+         {result:?}"
+    )]
+    Taken {
+        /// The call.
+        call: &'static str,
+        /// Its result.
+        result: CUptiResult,
+    },
     /// A CUPTI call failed.
     #[error("CUPTI call {call} failed: {result:?}")]
     Cupti {
@@ -42,6 +58,43 @@ pub enum FaultCounterError {
         /// Its result.
         result: CUptiResult,
     },
+}
+
+/// Whether a runtime counts unified-memory faults.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultCounting {
+    /// Counting: [`crate::Runtime::take_faults`] reports.
+    On,
+    /// Not asked for ([`crate::RuntimeBuilder::fault_counters`]), or not on this backend.
+    Off,
+    /// Asked for, but another tool holds CUPTI: the runtime runs without counters.
+    Taken {
+        /// What CUPTI answered.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for FaultCounting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::On => f.write_str("counted by CUPTI"),
+            Self::Off => f.write_str("not counted (fault counters off)"),
+            Self::Taken { reason } => write!(f, "not counted: {reason}"),
+        }
+    }
+}
+
+/// Warn, once per process, that counters asked for are off because CUPTI is taken.
+pub(crate) fn warn_taken_once(reason: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            reason,
+            "unified-memory fault counters are off for this process; reports say so where \
+             they would show them"
+        );
+    });
 }
 
 /// What one kind of record adds up to.
@@ -183,7 +236,54 @@ fn cupti(
     call: &'static str,
     result: Result<(), cudarc::cupti::result::CuptiError>,
 ) -> Result<(), FaultCounterError> {
-    result.map_err(|e| FaultCounterError::Cupti { call, result: e.0 })
+    result.map_err(|e| classify(call, e.0))
+}
+
+/// A failed CUPTI call's error: [`FaultCounterError::Taken`] where another tool holds CUPTI.
+fn classify(call: &'static str, result: CUptiResult) -> FaultCounterError {
+    match result {
+        CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
+            FaultCounterError::Taken { call, result }
+        }
+        _ => FaultCounterError::Cupti { call, result },
+    }
+}
+
+/// A runtime's fault counting: the counter, or why there is none.
+pub(crate) enum Counting {
+    On(FaultCounter),
+    Off,
+    Taken(String),
+}
+
+impl Counting {
+    /// Start counting on device `ordinal` if `wanted`; a CUPTI held by another tool turns the
+    /// counters off (warned once) instead of failing the runtime.
+    pub fn start(wanted: bool, ordinal: usize) -> Result<Self, FaultCounterError> {
+        if !wanted {
+            return Ok(Self::Off);
+        }
+        match FaultCounter::start(ordinal) {
+            Ok(counter) => Ok(Self::On(counter)),
+            Err(e @ FaultCounterError::Taken { .. }) => {
+                let reason = e.to_string();
+                warn_taken_once(&reason);
+                Ok(Self::Taken(reason))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The public view.
+    pub fn state(&self) -> FaultCounting {
+        match self {
+            Self::On(_) => FaultCounting::On,
+            Self::Off => FaultCounting::Off,
+            Self::Taken(reason) => FaultCounting::Taken {
+                reason: reason.clone(),
+            },
+        }
+    }
 }
 
 /// Fault counting for one runtime; stops when dropped.
@@ -275,6 +375,23 @@ mod tests {
             value,
             address: 0,
         }
+    }
+
+    #[test]
+    fn a_cupti_held_by_another_tool_is_told_apart_from_other_failures() {
+        let taken = classify(
+            "cuptiActivityConfigureUnifiedMemoryCounter",
+            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+        );
+        assert!(matches!(taken, FaultCounterError::Taken { .. }));
+        assert!(taken.to_string().contains("another tool"));
+        let other = classify("cuptiActivityEnable", CUptiResult::CUPTI_ERROR_NOT_READY);
+        assert!(matches!(other, FaultCounterError::Cupti { .. }));
+        let shown = FaultCounting::Taken {
+            reason: taken.to_string(),
+        }
+        .to_string();
+        assert!(shown.starts_with("not counted: CUPTI is in use"), "{shown}");
     }
 
     #[test]

@@ -531,10 +531,20 @@ impl Runtime {
     /// The unified-memory counters since the last call (or since the runtime started), in all and
     /// per live chunk. Call it after a launch finished to read that launch's migrations and
     /// faults. Needs [`crate::RuntimeBuilder::fault_counters`].
+    /// Where another tool holds CUPTI the counters are off and this answers
+    /// [`Error::FaultCountersTaken`]; [`Runtime::take_faults_if_counting`] answers `None` then.
     #[cfg(feature = "cupti")]
     pub fn take_faults(&self) -> Result<crate::faults::FaultReport> {
         let c = self.cuda("fault counters")?;
-        let counter = c.faults.as_ref().ok_or(Error::FaultCountersOff)?;
+        let counter = match &c.faults {
+            crate::faults::Counting::On(counter) => counter,
+            crate::faults::Counting::Off => return Err(Error::FaultCountersOff),
+            crate::faults::Counting::Taken(reason) => {
+                return Err(Error::FaultCountersTaken {
+                    reason: reason.clone(),
+                });
+            }
+        };
         let (records, dropped) = counter.take()?;
         let r = self.resolver.lock();
         let mut report = crate::faults::FaultReport {
@@ -545,6 +555,25 @@ impl Runtime {
             report.add(record, r.chunk_containing(record.address));
         }
         Ok(report)
+    }
+
+    /// The counters since the last call as [`Runtime::take_faults`], or `None` where they were
+    /// asked for but another tool holds CUPTI (see [`Runtime::fault_counting`] for why).
+    #[cfg(feature = "cupti")]
+    pub fn take_faults_if_counting(&self) -> Result<Option<crate::faults::FaultReport>> {
+        match self.take_faults() {
+            Err(Error::FaultCountersTaken { .. }) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    /// Whether this runtime counts unified-memory faults, and if it was asked to and cannot, why.
+    #[cfg(feature = "cupti")]
+    pub fn fault_counting(&self) -> crate::faults::FaultCounting {
+        match &self.backend {
+            Backend::Cuda(c) => c.faults.state(),
+            Backend::Sim(_) => crate::faults::FaultCounting::Off,
+        }
     }
 
     /// Run `f` once per warp id in `0..warps` on CPU threads that post to the mailbox like GPU

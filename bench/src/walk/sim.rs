@@ -287,8 +287,8 @@ fn modelled_run(
     SystemRun {
         walk_ms,
         walks_per_s: reference.walkers as f64 / (walk_ms / 1e3),
-        htod_bytes: counts.htod_bytes(),
-        gpu_faults: counts.faults_coalesced,
+        htod_bytes: Some(counts.htod_bytes()),
+        gpu_faults: Some(counts.faults_coalesced),
         walks_agree,
         ..SystemRun::new(system, placement, build_ms, list_bytes)
     }

@@ -201,7 +201,8 @@ typedef struct am_fault_report {
 // An access runs past the end of its object.
 #define AM_ERR_OUT_OF_BOUNDS 13
 
-// Fault counters were read but are off for this runtime.
+// Fault counters were read but are off for this runtime: not asked for, or another tool (a
+// profiler) holds CUPTI (`am_last_error` says which).
 #define AM_ERR_FAULT_COUNTERS_OFF 14
 
 // Fault counters could not start (CUPTI missing, or taken by a profiler).

@@ -42,7 +42,8 @@ pub const AM_ERR_DOUBLE_FREE: am_status = 11;
 pub const AM_ERR_INTERIOR_POINTER: am_status = 12;
 /// An access runs past the end of its object.
 pub const AM_ERR_OUT_OF_BOUNDS: am_status = 13;
-/// Fault counters were read but are off for this runtime.
+/// Fault counters were read but are off for this runtime: not asked for, or another tool (a
+/// profiler) holds CUPTI (`am_last_error` says which).
 pub const AM_ERR_FAULT_COUNTERS_OFF: am_status = 14;
 /// Fault counters could not start (CUPTI missing, or taken by a profiler).
 pub const AM_ERR_FAULT_COUNTERS: am_status = 15;
@@ -132,7 +133,7 @@ impl From<runtime::Error> for Failure {
             E::BadHandle { status, .. } => lane_status_code(*status),
             E::OutOfBounds { .. } => AM_ERR_OUT_OF_BOUNDS,
             E::FaultCounters(_) => AM_ERR_FAULT_COUNTERS,
-            E::FaultCountersOff => AM_ERR_FAULT_COUNTERS_OFF,
+            E::FaultCountersOff | E::FaultCountersTaken { .. } => AM_ERR_FAULT_COUNTERS_OFF,
         };
         Self::new(status, e.to_string())
     }
