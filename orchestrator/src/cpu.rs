@@ -11,12 +11,13 @@
 //! and every port holder finishes because the host answers every in-order request.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use translator::{Geometry, Handle, SizeClass, SlotOrder, WARP_LANES, lane_handles};
 
 use crate::mailbox::Mailbox;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+use crate::sync::{AtomicU32, spin_wait, yield_now};
 
 /// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
 /// in the CUDA client).
@@ -67,7 +68,7 @@ impl CpuDevice {
             port = (port + 1) % ports;
             tries += 1;
             if tries.is_multiple_of(ports as u32) {
-                std::thread::yield_now();
+                yield_now();
             }
         }
     }
@@ -94,9 +95,9 @@ impl CpuDevice {
                     .unwrap_or(ReplyRecord::status(Status::Shutdown));
             }
             if spins < 64 {
-                std::hint::spin_loop();
+                spin_wait();
             } else {
-                std::thread::yield_now();
+                yield_now();
             }
         };
         self.locks[port].store(0, Ordering::Release);

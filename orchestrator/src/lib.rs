@@ -10,36 +10,26 @@
 //! - [`stats`]: counters and histograms of the service.
 //! - [`cpu`]: warps played by CPU threads, and a host arena, to run the whole path without a GPU.
 //!
-//! Built with `--cfg loom`, only the records and the mailbox are compiled, over loom's atomics,
-//! for the model-checked handshake tests.
+//! - [`sync`]: the protocol's atomics, loom's under `--cfg loom`: the model-checked tests
+//!   (`tests/loom.rs`) run the real mailbox, CPU client and server.
 
-#[cfg(not(loom))]
 pub mod chunks;
-#[cfg(not(loom))]
 pub mod cpu;
-#[cfg(not(loom))]
 pub mod generations;
 pub mod mailbox;
 pub mod records;
-#[cfg(not(loom))]
 mod recycle;
-#[cfg(not(loom))]
 pub mod regions;
-#[cfg(not(loom))]
 pub mod resolver;
-#[cfg(not(loom))]
 mod segment;
-#[cfg(not(loom))]
 pub mod service;
-#[cfg(not(loom))]
 pub mod stats;
+pub mod sync;
 
 pub use mailbox::{Mailbox, MailboxError, Pending};
 pub use records::{DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
-#[cfg(not(loom))]
 pub use resolver::{
     Allocation, GROWTH_MARK, GrowthSignal, Resolver, ResolverConfig, ResolverCounters,
     ResolverError,
 };
-#[cfg(not(loom))]
 pub use service::{Server, Service, ServiceConfig};

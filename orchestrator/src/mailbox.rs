@@ -19,14 +19,12 @@
 //! registered as pinned and mapped for the device; the CUDA client (`client.cuh`) follows the same
 //! steps with system-scope release and acquire.
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::Ordering;
 
 use thiserror::Error;
 
 use crate::records::{REPLY_WORDS, REQUEST_WORDS, ReplyRecord, RequestRecord};
+use crate::sync::{AtomicU32, AtomicU64, fence};
 
 /// Most ports a mailbox may have.
 pub const MAX_PORTS: usize = 1 << 16;
