@@ -1,10 +1,12 @@
 //! The live-chunk table: chunk records in a slab, found from any address they cover in O(1).
 //!
-//! Every chunk lies wholly in the small space (256 B units) or wholly in the rest of the arena
-//! (64 KiB leaves: portion chunks start on leaves, large ones on VABlocks). An owner array per
-//! region holds, for each unit, the slot of the chunk covering it (0 = none), so finding the
-//! chunk behind a handle is one array read. Inserting or removing a chunk writes one entry per
-//! unit it covers (at most 256 for a small chunk); records never move once stored.
+//! Every chunk lies wholly in the small space's blocks (256 B units) or wholly in the rest of the
+//! arena (64 KiB leaves: portion chunks start on leaves, large ones on VABlocks). An owner array
+//! per granule over the whole arena holds, for each unit, the slot of the chunk covering it (0 =
+//! none), so finding the chunk behind a handle is one array read; which array an address reads
+//! depends on whether its block is in the small space now ([`ChunkTable::set_small`]). Inserting
+//! or removing a chunk writes one entry per unit it covers (at most 256 for a small chunk);
+//! records never move once stored.
 
 /// A chunk's extent, as the table needs it.
 pub trait Extent {
@@ -39,14 +41,24 @@ impl<T: Extent + Default> ChunkTable<T> {
     /// A table for the chunks of the arena `regions` describes.
     pub fn new(regions: ArenaRegions) -> Self {
         Self {
+            small_owner: vec![0; (regions.bytes() / SMALL_UNIT) as usize],
+            rest_owner: vec![0; (regions.bytes() / LEAF) as usize],
             regions,
-            small_owner: vec![0; (regions.bytes(Region::Small) / SMALL_UNIT) as usize],
-            rest_owner: vec![0; (regions.bytes(Region::Rest) / LEAF) as usize],
             slots: Vec::new(),
             used: Vec::new(),
             free: Vec::new(),
             len: 0,
         }
+    }
+
+    /// Put `block` in the small space or back in the rest; no chunk may lie in it.
+    pub fn set_small(&mut self, block: usize, small: bool) {
+        self.regions.set_small(block, small);
+    }
+
+    /// Where the table's regions stand.
+    pub fn regions(&self) -> &ArenaRegions {
+        &self.regions
     }
 
     /// Records in the table.
@@ -168,9 +180,10 @@ mod tests {
     #[test]
     fn finds_by_any_covered_address_and_reuses_slots() {
         let base = 1 << 30;
-        let mut t = ChunkTable::new(ArenaRegions::new(base, 4096, 4096 + (4 << 20)));
+        let mut t = ChunkTable::new(ArenaRegions::new(base, 3 << 20 << 1));
+        t.set_small(0, true);
         t.insert(|r| *r = Range(base + 256, 300)); // small units 1 and 2
-        t.insert(|r| *r = Range(base + 4096 + (2 << 20), 2 << 20)); // the second VABlock of the rest
+        t.insert(|r| *r = Range(base + (4 << 20), 2 << 20)); // the third VABlock, in the rest
         assert_eq!(t.find_mut(base + 256).map(|r| r.0), Some(base + 256));
         assert_eq!(t.find_mut(base + 555).map(|r| r.0), Some(base + 256));
         assert!(
@@ -178,9 +191,25 @@ mod tests {
             "past the chunk, inside its last unit"
         );
         assert!(t.find_mut(base).is_none());
-        assert!(t.find_mut(base + 4096).is_none());
-        assert!(t.find_mut(base + 4096 + (3 << 20)).is_some());
-        assert!(t.find_mut(base - 1).is_none() && t.find_mut(base + 4096 + (4 << 20)).is_none());
+        assert!(t.find_mut(base + (2 << 20)).is_none());
+        assert!(t.find_mut(base + (5 << 20)).is_some());
+        assert!(t.find_mut(base - 1).is_none() && t.find_mut(base + (6 << 20)).is_none());
+        // A block joining the small space later gets small units of its own.
+        t.set_small(1, true);
+        t.insert(|r| *r = Range(base + (2 << 20) + 512, 256));
+        assert_eq!(
+            t.find(base + (2 << 20) + 700).map(|r| r.0),
+            Some(base + (2 << 20) + 512)
+        );
+        assert!(
+            t.find(base + 1024 + 700 - 512).is_none(),
+            "the same offset in the first small block is apart"
+        );
+        assert_eq!(
+            t.remove(base + (2 << 20) + 512).map(|r| r.0),
+            Some(base + (2 << 20) + 512)
+        );
+        t.set_small(1, false);
         assert!(
             t.remove(base + 300).is_none(),
             "only a chunk's base removes it"
@@ -189,7 +218,7 @@ mod tests {
         assert!(t.find_mut(base + 300).is_none());
         assert_eq!(t.iter().count(), 1, "a removed record is not iterated");
         t.insert(|r| *r = Range(base, 512));
-        assert_eq!(t.slots.len(), 2, "the freed slot is reused");
+        assert_eq!(t.slots.len(), 3, "a freed slot is reused");
         assert_eq!(t.len(), 2);
         assert_eq!(t.iter().count(), 2);
     }

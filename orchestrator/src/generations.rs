@@ -1,5 +1,5 @@
-//! Generations of lane objects: a counter per 256-byte unit of the small space and per 4 KiB page
-//! elsewhere (portion and large objects start on tiles of 4 KiB or more, so there a page holds
+//! Generations of lane objects: a counter per 256-byte unit of the small space's blocks and per
+//! 4 KiB page elsewhere (portion and large objects start on tiles of 4 KiB or more, so there a page holds
 //! at most one object start). Each new chunk advances, once, the counter of every unit or page
 //! where one of its objects starts, cycling through 1..=127, and its objects there take that
 //! generation. So a stale handle can pass for a live one only after 127 chunks started objects in
@@ -27,13 +27,15 @@ const SMALL_COUNTED: u64 = translator::SMALL_UNIT_BYTES;
 /// Portion and large objects start on tiles of at least 4 KiB.
 const TILE_GRANULE: u64 = 4096;
 
-/// Generation counters over the arena.
+/// Generation counters over the arena, per unit and per page of the whole arena. A block that
+/// leaves the small space keeps its unit counters (and its page counters while it is small), so
+/// both go on from where they were when it comes back.
 #[derive(Clone, Debug)]
 pub struct Generations {
     regions: ArenaRegions,
-    /// Per 256-byte unit of the small space.
+    /// Per 256-byte unit (written only in blocks that were in the small space).
     small: Vec<u8>,
-    /// Per 4 KiB page of the rest.
+    /// Per 4 KiB page of the arena.
     rest: Vec<u8>,
 }
 
@@ -47,14 +49,26 @@ impl Generations {
     /// Counters for every place an object can start at in `regions`.
     pub fn new(regions: ArenaRegions) -> Self {
         Self {
+            small: vec![0; (regions.bytes() / SMALL_COUNTED) as usize],
+            rest: vec![0; (regions.bytes() / TILE_GRANULE) as usize],
             regions,
-            small: vec![0; (regions.bytes(Region::Small) / SMALL_COUNTED) as usize],
-            rest: vec![0; (regions.bytes(Region::Rest) / TILE_GRANULE) as usize],
         }
+    }
+
+    /// Put `block` in the small space or back in the rest.
+    pub fn set_small(&mut self, block: usize, small: bool) {
+        self.regions.set_small(block, small);
+    }
+
+    /// Where the counters' regions stand.
+    pub fn regions(&self) -> &ArenaRegions {
+        &self.regions
     }
 
     /// Whether `address` is a place an object can start at (16-byte aligned in the small space,
     /// a page elsewhere) in a unit or page where some object once started.
+    /// A block that was in the small space before counts its unit counters too, so a double
+    /// free of a small object whose block has left the small space is still told apart.
     pub fn seen(&self, address: u64) -> bool {
         let Some((region, offset)) = self.regions.locate(address) else {
             return false;
@@ -63,7 +77,10 @@ impl Generations {
             Region::Small => (&self.small, SMALL_GRANULE, SMALL_COUNTED),
             Region::Rest => (&self.rest, TILE_GRANULE, TILE_GRANULE),
         };
-        offset.is_multiple_of(aligned) && counters[(offset / counted) as usize] != 0
+        let here = offset.is_multiple_of(aligned) && counters[(offset / counted) as usize] != 0;
+        here || region == Region::Rest
+            && offset.is_multiple_of(SMALL_GRANULE)
+            && self.small[(offset / SMALL_COUNTED) as usize] != 0
     }
 
     /// Stamp one new chunk at `base` (every object in one region) whose lanes in `live` have
@@ -109,8 +126,11 @@ mod tests {
 
     const BASE: u64 = 1 << 30;
 
+    /// Two blocks: the first in the small space, the second in the rest.
     fn generations() -> Generations {
-        Generations::new(ArenaRegions::new(BASE, 4096, 1 << 20))
+        let mut g = Generations::new(ArenaRegions::new(BASE, 4 << 20));
+        g.set_small(0, true);
+        g
     }
 
     /// Stamp one chunk with an object per `(lane, address)`; the generations, in that order.
@@ -179,11 +199,27 @@ mod tests {
     #[test]
     fn each_tile_counts_on_its_own() {
         let mut g = generations();
-        let rest = BASE + 4096;
+        let rest = BASE + (2 << 20);
         let lanes = [(0, rest), (1, rest + 4096), (2, rest + 8192)];
         assert_eq!(stamp(&mut g, &lanes), [1, 1, 1]);
         assert_eq!(stamp(&mut g, &lanes[..1]), [2]);
         assert_eq!(stamp(&mut g, &lanes), [3, 2, 2]);
         assert!(g.seen(rest + 8192) && !g.seen(rest + 12288) && !g.seen(rest + 64));
+    }
+
+    #[test]
+    fn a_block_that_leaves_the_small_space_keeps_its_history() {
+        let mut g = generations();
+        let a = BASE + 64;
+        assert_eq!(stamp(&mut g, &[(0, a)]), [1]);
+        g.set_small(0, false);
+        assert!(
+            g.seen(a),
+            "a double free of a small object there is still one"
+        );
+        assert!(!g.seen(BASE + 4096), "no page object started there");
+        assert_eq!(stamp(&mut g, &[(0, BASE)]), [1], "page counters of its own");
+        g.set_small(0, true);
+        assert_eq!(stamp(&mut g, &[(0, a)]), [2], "the unit counter goes on");
     }
 }

@@ -1,56 +1,74 @@
-//! The two regions of an arena: the small space at its start (256 B units) and the rest (VABlocks
-//! for portion and large chunks). Structures that index the arena by address, the chunk owners
-//! and the generations, locate an address here and pick their own granule per region.
+//! The two regions of an arena: the small space (256 B units) and the rest (VABlocks for portion
+//! and large chunks). The small space is a set of whole VABlocks that changes as the arena is
+//! used: a block joins it when small chunks need room and leaves it when it is empty and other
+//! chunks need room. Structures that index the arena by address, the chunk owners and the
+//! generations, locate an address here and pick their own granule per region.
+//!
+//! Invariants: a block is in the small space or in the rest, never both. Offsets are from the
+//! arena's start in both regions, so a structure keeps one table per granule over the whole
+//! arena: the entries of a block that leaves the small space keep their values (its history)
+//! until it joins again, and a small chunk may cross from one small block into the next. The
+//! small granule's tables are zeroed allocations the operating system commits page by page as
+//! they are written, so blocks never in the small space cost address space, not memory.
+
+use ortree::VABLOCK_BYTES;
 
 /// Which region an address lies in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Region {
     /// The small space.
     Small,
-    /// Everything after it.
+    /// Everything else.
     Rest,
 }
 
-/// An arena's extent and where its small space ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An arena's extent and which of its blocks are in the small space.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArenaRegions {
     base: u64,
-    small_end: u64,
     end: u64,
+    /// Per VABlock: whether it is in the small space.
+    small: Vec<bool>,
 }
 
 impl ArenaRegions {
-    /// An arena at `base` of `bytes` bytes whose first `small_bytes` are the small space.
-    pub fn new(base: u64, small_bytes: u64, bytes: u64) -> Self {
-        assert!(
-            small_bytes <= bytes,
-            "the small space lies inside the arena"
-        );
+    /// An arena at `base` (2 MiB aligned) of `bytes` bytes, every block in the rest.
+    pub fn new(base: u64, bytes: u64) -> Self {
         Self {
             base,
-            small_end: base + small_bytes,
             end: base + bytes,
+            small: vec![false; bytes.div_ceil(VABLOCK_BYTES) as usize],
         }
     }
 
-    /// Bytes of `region`.
-    pub fn bytes(&self, region: Region) -> u64 {
-        match region {
-            Region::Small => self.small_end - self.base,
-            Region::Rest => self.end - self.small_end,
-        }
+    /// Put `block` in the small space, or back in the rest.
+    pub fn set_small(&mut self, block: usize, small: bool) {
+        self.small[block] = small;
     }
 
-    /// The region of `address` and the offset from that region's start; `None` outside the arena.
+    /// Whether `block` is in the small space.
+    pub fn is_small(&self, block: usize) -> bool {
+        self.small[block]
+    }
+
+    /// Bytes of the arena: the extent every table covers.
+    pub fn bytes(&self) -> u64 {
+        self.end - self.base
+    }
+
+    /// The region of `address` and its offset from the arena's start; `None` outside the arena.
     #[inline]
     pub fn locate(&self, address: u64) -> Option<(Region, u64)> {
         if address < self.base || address >= self.end {
-            None
-        } else if address < self.small_end {
-            Some((Region::Small, address - self.base))
-        } else {
-            Some((Region::Rest, address - self.small_end))
+            return None;
         }
+        let offset = address - self.base;
+        let region = if self.small[(offset / VABLOCK_BYTES) as usize] {
+            Region::Small
+        } else {
+            Region::Rest
+        };
+        Some((region, offset))
     }
 }
 
@@ -58,15 +76,21 @@ impl ArenaRegions {
 mod tests {
     use super::*;
 
+    const BASE: u64 = 1 << 30;
+    const B: u64 = VABLOCK_BYTES;
+
     #[test]
-    fn addresses_fall_in_their_region() {
-        let r = ArenaRegions::new(1000, 100, 300);
-        assert_eq!(r.locate(999), None);
-        assert_eq!(r.locate(1000), Some((Region::Small, 0)));
-        assert_eq!(r.locate(1099), Some((Region::Small, 99)));
-        assert_eq!(r.locate(1100), Some((Region::Rest, 0)));
-        assert_eq!(r.locate(1299), Some((Region::Rest, 199)));
-        assert_eq!(r.locate(1300), None);
-        assert_eq!((r.bytes(Region::Small), r.bytes(Region::Rest)), (100, 200));
+    fn addresses_fall_in_their_region_as_blocks_join_and_leave() {
+        let mut r = ArenaRegions::new(BASE, 4 * B);
+        assert_eq!(r.locate(BASE - 1), None);
+        assert_eq!(r.locate(BASE + 4 * B), None);
+        assert_eq!(r.locate(BASE + B + 5), Some((Region::Rest, B + 5)));
+        r.set_small(2, true);
+        assert!(r.is_small(2) && !r.is_small(1));
+        assert_eq!(r.locate(BASE + 2 * B + 7), Some((Region::Small, 2 * B + 7)));
+        assert_eq!(r.locate(BASE + 3 * B), Some((Region::Rest, 3 * B)));
+        r.set_small(2, false);
+        assert_eq!(r.locate(BASE + 2 * B + 7), Some((Region::Rest, 2 * B + 7)));
+        assert_eq!(r.bytes(), 4 * B);
     }
 }

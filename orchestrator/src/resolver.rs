@@ -12,15 +12,14 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder, WARP_LANES,
-    lane_handles,
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES, lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
 use crate::segment::Segment;
 
-/// The default small space is at most this many VABlocks (1 GiB): small chunks are at most
-/// 64 KiB, and its generation table costs a byte per 16 bytes.
+/// The default first small space is at most this many VABlocks (1 GiB); it grows beyond as small
+/// chunks need room.
 const MAX_DEFAULT_SMALL_BLOCKS: usize = 512;
 
 /// Share of the arena's blocks past which it should grow ahead of need.
@@ -38,7 +37,9 @@ pub struct ResolverConfig {
     pub arena_base: u64,
     /// VABlocks in the arena.
     pub arena_blocks: usize,
-    /// VABlocks at the arena's start given to the small space.
+    /// VABlocks at the arena's start given to the small space at first. It takes further free
+    /// blocks as small chunks need them and gives empty ones back when any allocation finds no
+    /// room, so this sets where small chunks start, not how many there can be.
     pub small_blocks: usize,
     /// Class thresholds and per-lane limit.
     pub geometry: GeometryConfig,
@@ -55,8 +56,9 @@ pub struct ResolverConfig {
 }
 
 impl ResolverConfig {
-    /// An arena at `arena_base` of `arena_blocks` VABlocks, a sixteenth of them for the small
-    /// space (at least one VABlock, at most 1 GiB), default thresholds, the pattern slot order.
+    /// An arena at `arena_base` of `arena_blocks` VABlocks, a sixteenth of them for the first
+    /// small space (at least one VABlock, at most 1 GiB), default thresholds, the pattern slot
+    /// order.
     pub fn new(arena_base: u64, arena_blocks: usize) -> Self {
         Self {
             arena_base,
@@ -377,9 +379,8 @@ impl Resolver {
         self.counters.chunks_by_class[class] += 1;
         // Each size is at most the lane limit (1 TiB at most): no overflow.
         self.counters.bytes_by_class[class] += sizes.iter().sum::<u64>();
-        // Only portion and large chunks take blocks (the small space counts whole).
+        // Every class takes blocks: small chunks grow the small space by whole blocks.
         if let Some(signal) = &self.growth_signal
-            && geometry.class != SizeClass::Small
             && self.over_growth_mark()
         {
             signal();

@@ -2,10 +2,16 @@
 //! table, generations and quarantine. The [`crate::Resolver`] holds one segment per reservation
 //! of the arena and asks them in order.
 //!
-//! The segment is `arena_blocks` VABlocks of 2 MiB from `arena_base`. Its first `small_blocks`
-//! blocks are the small space, an `OrTree` of 256 B units; the rest is shared by large chunks
-//! (runs of VABlocks in the arena `OrTree`) and portion VABlocks (taken by the `PortionPool` on
-//! demand, given back when empty).
+//! The segment is `arena_blocks` VABlocks of 2 MiB from `arena_base`, tracked by the arena
+//! `OrTree`, and every block is taken by one of three users: large chunks (runs of blocks),
+//! portion blocks (taken by the `PortionPool` on demand, given back when empty) and the small
+//! space. The small space is a set of whole blocks over one `OrTree` of 256 B units spanning the
+//! segment, in which the units of blocks outside the small space are held allocated. It starts
+//! with the first `small_blocks` blocks, takes another free block whenever a small chunk finds no
+//! run, and gives its empty blocks back when an allocation of any class finds no room, so a block
+//! serves whichever class needs it and no allocation fails while any placement exists. A small
+//! chunk may cross from one small block into the next; each block counts the small units in use
+//! in it, and only a block whose count is zero leaves the small space.
 //!
 //! Every live chunk is recorded by its base address with the handles its lanes were given, so a
 //! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
@@ -29,8 +35,10 @@
 //! Invariants ([`Segment::check_invariants`]): the structures' own invariants; no two live or
 //! quarantined chunks overlap, and each one's units are allocated in its structure; the owner
 //! arrays lead from a chunk's first and last byte to it; the structures hold exactly the live and
-//! quarantined chunks and the recycled runs (plus the small space's blocks in the arena), none of
-//! which overlap; every live chunk has a live lane.
+//! quarantined chunks and the recycled runs (plus, in the arena tree, the small space's blocks,
+//! and in the small tree, the units of other blocks), none of which overlap; each small chunk
+//! lies in small blocks, and each block's count of small units in use is right; the chunk table and the generations agree on which blocks are small; every live
+//! chunk has a live lane.
 
 use std::collections::VecDeque;
 
@@ -47,8 +55,11 @@ use crate::recycle::RecycledRuns;
 use crate::regions::ArenaRegions;
 use crate::resolver::{ResolverConfig, ResolverError, lane_mask, set_lanes};
 
-/// The recycled runs may hold up to this fraction (1/n) of the small space.
+/// The recycled runs may hold up to this fraction (1/n) of the first small space.
 const RECYCLED_SHARE: usize = 8;
+
+/// Units of the small tree per VABlock.
+const UNITS_PER_BLOCK: usize = (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
 
 /// Where a chunk's memory came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +108,22 @@ impl Extent for LiveChunk {
     }
 }
 
+/// Count `units` units from `unit` as taken or given back in `used`, per block they lie in.
+fn count_units(used: &mut [u32], unit: usize, units: usize, taken: bool) {
+    let mut at = unit;
+    let end = unit + units;
+    while at < end {
+        let block = at / UNITS_PER_BLOCK;
+        let here = ((block + 1) * UNITS_PER_BLOCK).min(end) - at;
+        if taken {
+            used[block] += here as u32;
+        } else {
+            used[block] -= here as u32;
+        }
+        at += here;
+    }
+}
+
 /// A run allocation's result: no room (or a run longer than the tree) is out of memory; any
 /// other error means the resolver built a bad request, a bug.
 fn run_or_oom(result: Result<usize, OrTreeError>) -> Result<usize, Status> {
@@ -122,6 +149,10 @@ pub(crate) struct Segment {
     quarantine: VecDeque<(u64, u64, Place)>,
     quarantined_bytes: u64,
     generations: Generations,
+    /// Per block: units of the small tree held by chunks, the quarantine and recycled runs.
+    small_used: Vec<u32>,
+    /// Blocks in the small space now.
+    small_blocks: usize,
 }
 
 impl Segment {
@@ -145,14 +176,16 @@ impl Segment {
         arena
             .alloc_at(0, config.small_blocks)
             .expect("a fresh arena is free");
-        let small_units = config.small_blocks * (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
+        let small_units = config.small_blocks * UNITS_PER_BLOCK;
+        let units = config.arena_blocks * UNITS_PER_BLOCK;
+        let mut small = OrTree::new(units).expect("at least one block");
+        small.alloc_at(0, units).expect("a fresh tree is free");
         let regions = ArenaRegions::new(
             config.arena_base,
-            config.small_blocks as u64 * VABLOCK_BYTES,
             config.arena_blocks as u64 * VABLOCK_BYTES,
         );
-        Ok(Self {
-            small: OrTree::new(small_units).expect("at least one block"),
+        let mut segment = Self {
+            small,
             recycled: RecycledRuns::new(
                 // The longest small chunk: every lane at the small class's limit.
                 (WARP_LANES as u64 * config.geometry.small_max()).div_ceil(SMALL_UNIT_BYTES)
@@ -163,14 +196,81 @@ impl Segment {
                     0
                 },
             ),
-            generations: Generations::new(regions),
+            generations: Generations::new(regions.clone()),
             chunks: ChunkTable::new(regions),
             arena,
             pool: PortionPool::new(),
             quarantine: VecDeque::new(),
             quarantined_bytes: 0,
+            small_used: vec![0; config.arena_blocks],
+            small_blocks: 0,
             config: config.clone(),
-        })
+        };
+        for block in 0..config.small_blocks {
+            segment.join_small(block);
+        }
+        Ok(segment)
+    }
+
+    /// Put `block`, taken in the arena tree, in the small space.
+    fn join_small(&mut self, block: usize) {
+        self.small
+            .free_run(block * UNITS_PER_BLOCK, UNITS_PER_BLOCK)
+            .expect("a block outside the small space has its units held");
+        self.chunks.set_small(block, true);
+        self.generations.set_small(block, true);
+        self.small_blocks += 1;
+    }
+
+    /// Take a free block of the arena for the small space; whether there was one.
+    fn grow_small(&mut self) -> bool {
+        match self.arena.alloc_run(1, 1) {
+            Ok(block) => {
+                self.join_small(block);
+                tracing::debug!(block, small_blocks = self.small_blocks, "small space grew");
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Give every empty block of the small space back to the arena; how many.
+    fn shrink_small(&mut self) -> usize {
+        let mut given = 0;
+        for block in 0..self.config.arena_blocks {
+            if !self.chunks.regions().is_small(block) || self.small_used[block] != 0 {
+                continue;
+            }
+            self.small
+                .alloc_at(block * UNITS_PER_BLOCK, UNITS_PER_BLOCK)
+                .expect("an empty small block has every unit free");
+            self.chunks.set_small(block, false);
+            self.generations.set_small(block, false);
+            self.arena
+                .free_run(block, 1)
+                .expect("a small block is taken in the arena");
+            self.small_blocks -= 1;
+            given += 1;
+        }
+        if given > 0 {
+            tracing::debug!(
+                given,
+                small_blocks = self.small_blocks,
+                "small space shrank"
+            );
+        }
+        given
+    }
+
+    /// Units of the small tree no chunk can have: the units of blocks outside the small space.
+    fn small_reserved_units(&self) -> usize {
+        (self.config.arena_blocks - self.small_blocks) * UNITS_PER_BLOCK
+    }
+
+    /// Count `units` small units from `unit` as taken (`taken`) or given back, in each block
+    /// they lie in.
+    fn count_small(&mut self, unit: usize, units: usize, taken: bool) {
+        count_units(&mut self.small_used, unit, units, taken);
     }
 
     /// Whether `address` lies in this segment.
@@ -213,22 +313,26 @@ impl Segment {
     /// Give every recycled run back to the small space's tree.
     fn release_recycled(&mut self) {
         for (unit, units) in self.recycled.take_all() {
-            if let Err(e) = self.small.free_run(unit, units) {
-                // Only a bug gets here: a recycled run must be allocated in the tree.
-                tracing::error!(unit, units, error = %e, "the small space refused a recycled run");
-                debug_assert!(false, "the small space refused a recycled run: {e}");
+            match self.small.free_run(unit, units) {
+                Ok(()) => self.count_small(unit, units, false),
+                Err(e) => {
+                    // Only a bug gets here: a recycled run must be allocated in the tree.
+                    tracing::error!(unit, units, error = %e, "the small space refused a recycled run");
+                    debug_assert!(false, "the small space refused a recycled run: {e}");
+                }
             }
         }
     }
 
-    /// Whether nothing is allocated or quarantined (only the small space's reservation in the
+    /// Whether nothing is allocated or quarantined (only the small space's blocks, empty, in the
     /// arena).
     pub(crate) fn is_empty(&self) -> bool {
         self.chunks.is_empty()
             && self.quarantine.is_empty()
-            && self.small.allocated_count() == self.recycled.kept_units()
+            && self.small.allocated_count()
+                == self.small_reserved_units() + self.recycled.kept_units()
             && self.pool.block_count() == 0
-            && self.arena.allocated_count() == self.config.small_blocks
+            && self.arena.allocated_count() == self.small_blocks
     }
 
     /// Place a chunk of `geometry` for these lane sizes and lay it out as `arrangement`: its base
@@ -242,8 +346,12 @@ impl Segment {
         arrangement: Arrangement,
     ) -> Result<(u64, [u8; WARP_LANES]), Status> {
         let (place, base) = match self.place(&geometry) {
-            Err(Status::OutOfMemory) if !self.quarantine.is_empty() => {
+            Err(Status::OutOfMemory) => {
+                // Before giving up, everything held back goes back: the quarantine, the recycled
+                // runs, and the small space's empty blocks, which any class can then take.
                 self.drain_quarantine();
+                self.release_recycled();
+                self.shrink_small();
                 self.place(&geometry)?
             }
             other => other?,
@@ -291,13 +399,21 @@ impl Segment {
                 let units = geometry.units as usize;
                 let unit = match self.recycled.take(units) {
                     Some(unit) => unit,
-                    None => match self.small.alloc_run(units, 1) {
-                        Err(OrTreeError::NoSpace { .. }) if !self.recycled.is_empty() => {
+                    None => {
+                        let mut run = self.small.alloc_run(units, 1);
+                        if matches!(run, Err(OrTreeError::NoSpace { .. }))
+                            && !self.recycled.is_empty()
+                        {
                             self.release_recycled();
-                            run_or_oom(self.small.alloc_run(units, 1))?
+                            run = self.small.alloc_run(units, 1);
                         }
-                        other => run_or_oom(other)?,
-                    },
+                        if matches!(run, Err(OrTreeError::NoSpace { .. })) && self.grow_small() {
+                            run = self.small.alloc_run(units, 1);
+                        }
+                        let unit = run_or_oom(run)?;
+                        self.count_small(unit, units, true);
+                        unit
+                    }
                 };
                 Ok((
                     Place::Small { unit, units },
@@ -515,7 +631,11 @@ impl Segment {
         let result = match place {
             Place::Small { unit, units } if self.recycled.keep(unit, units) => Ok(()),
             Place::Small { unit, units } => {
-                self.small.free_run(unit, units).map_err(PortionError::from)
+                let freed = self.small.free_run(unit, units);
+                if freed.is_ok() {
+                    self.count_small(unit, units, false);
+                }
+                freed.map_err(PortionError::from)
             }
             Place::Portion { block, leaf } => {
                 self.pool.free(&mut self.arena, block, leaf).map(|_| ())
@@ -590,6 +710,7 @@ impl Segment {
         held.sort_unstable_by_key(|h| h.0);
         let mut end = 0u64;
         let (mut small_units, mut large_blocks, mut portions) = (0usize, 0usize, 0usize);
+        let mut small_used = vec![0u32; self.config.arena_blocks];
         for (base, bytes, place) in held {
             if base < end {
                 return Err(format!("chunk at {base:#x} overlaps the one before"));
@@ -598,6 +719,14 @@ impl Segment {
             let allocated = match place {
                 Place::Small { unit, units } => {
                     small_units += units;
+                    let blocks = unit / UNITS_PER_BLOCK..=(unit + units - 1) / UNITS_PER_BLOCK;
+                    if !blocks
+                        .into_iter()
+                        .all(|b| self.chunks.regions().is_small(b))
+                    {
+                        return Err(format!("small chunk at {base:#x} is not in small blocks"));
+                    }
+                    count_units(&mut small_used, unit, units, true);
                     (unit..unit + units).all(|u| self.small.is_free(u) == Ok(false))
                 }
                 Place::Large { block, blocks } => {
@@ -617,10 +746,31 @@ impl Segment {
                 ));
             }
         }
-        if small_units != self.small.allocated_count() {
+        if small_units + self.small_reserved_units() != self.small.allocated_count() {
             return Err(format!(
-                "small space: {} units allocated, chunks and recycled runs hold {small_units}",
-                self.small.allocated_count()
+                "small space: {} units allocated, chunks and recycled runs hold {small_units} \
+                 besides the {} held for other blocks",
+                self.small.allocated_count(),
+                self.small_reserved_units()
+            ));
+        }
+        if small_used != self.small_used {
+            return Err("small space: a block's count of units in use is wrong".into());
+        }
+        if self.chunks.regions() != self.generations.regions() {
+            return Err("the chunk table and the generations disagree on the small blocks".into());
+        }
+        let small_blocks: Vec<usize> = (0..self.config.arena_blocks)
+            .filter(|&b| self.chunks.regions().is_small(b))
+            .collect();
+        if small_blocks.len() != self.small_blocks
+            || small_blocks
+                .iter()
+                .any(|&b| self.arena.is_free(b) != Ok(false))
+        {
+            return Err(format!(
+                "small blocks {small_blocks:?} (counted {}) are not all taken and counted",
+                self.small_blocks
             ));
         }
         let pool_warptrees: usize = (0..self.config.arena_blocks)
@@ -632,7 +782,7 @@ impl Segment {
                 "pool holds {pool_warptrees} warptrees, chunks {portions}"
             ));
         }
-        let arena_used = self.config.small_blocks + large_blocks + self.pool.block_count();
+        let arena_used = self.small_blocks + large_blocks + self.pool.block_count();
         if arena_used != self.arena.allocated_count() {
             return Err(format!(
                 "arena: {} blocks allocated, accounted {arena_used}",

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 
 use bytemuck::Zeroable;
 use orchestrator::records::CONTIGUOUS_LAYOUT;
-use orchestrator::{LaneStatus, Op, ReplyRecord, RequestRecord, Resolver, ResolverConfig, Status};
+use orchestrator::{
+    Allocation, LaneStatus, Op, ReplyRecord, RequestRecord, Resolver, ResolverConfig, Status,
+};
 use proptest::prelude::*;
-use translator::{Arrangement, Handle, HandleKind, SlotOrder};
+use translator::{Arrangement, Geometry, Handle, HandleKind, SizeClass, SlotOrder};
 
 const BASE: u64 = 1 << 40;
 const BLOCKS: usize = 48;
@@ -493,8 +495,8 @@ fn segments_fill_in_order_and_refuse_overlap() {
     assert!(moved.chunk_base >= second, "{:#x}", moved.chunk_base);
     assert_eq!(
         r.blocks_used(),
-        (1 + 2 + 1 + 2, 12),
-        "small spaces count whole"
+        (2 + 1 + 2, 12),
+        "small spaces count whole; the first one's empty block went back at its out of memory"
     );
     // One warp frees objects of both segments and an address between them.
     let mut lanes = [Handle::NULL; 32];
@@ -537,7 +539,8 @@ fn zero_sizes_get_null_handles_and_no_chunk() {
 #[test]
 fn out_of_memory_leaks_nothing() {
     let mut r = resolver();
-    // 40 KiB per lane: a large chunk of one VABlock each; the arena has 46 for them.
+    // 40 KiB per lane: a large chunk of one VABlock each; every block of the arena can take
+    // one, the small space's two (empty) blocks too.
     let sizes = [40 << 10; 32];
     let mut got = Vec::new();
     loop {
@@ -548,7 +551,7 @@ fn out_of_memory_leaks_nothing() {
         assert_eq!(reply.status, Status::Ok as u32);
         got.push(orchestrator::cpu::handles_from_reply(&reply, &sizes));
     }
-    assert_eq!(got.len(), BLOCKS - 2);
+    assert_eq!(got.len(), BLOCKS);
     // Too large for the whole arena: out of memory, not a crash.
     let reply = r.resolve(&alloc_request(Op::Alloc, 1, [1 << 30; 32]));
     assert_eq!(reply.status, Status::OutOfMemory as u32);
@@ -715,7 +718,7 @@ fn a_stale_handle_never_frees_a_new_object_at_its_address() {
 #[test]
 fn quarantine_delays_reuse_but_never_causes_out_of_memory() {
     let mut r = resolver();
-    let sizes = [40 << 10; 32]; // one VABlock each; 46 fit
+    let sizes = [40 << 10; 32]; // one VABlock each; 48 fit
     let first = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
     for h in first.handles {
         assert_eq!(r.free(h), LaneStatus::Ok);
@@ -731,8 +734,8 @@ fn quarantine_delays_reuse_but_never_causes_out_of_memory() {
     }
     assert_eq!(
         held.len(),
-        BLOCKS - 2,
-        "the quarantined block was drained for the last chunk"
+        BLOCKS,
+        "the quarantined block and the small space's empty blocks were given back for the last chunks"
     );
     assert_eq!(r.quarantined_chunks(), 0);
     r.check_invariants().unwrap();
@@ -746,7 +749,11 @@ fn one_lane(bytes: u64) -> [u64; 32] {
 }
 
 fn recycling_resolver(small_blocks: usize) -> Resolver {
-    let mut config = ResolverConfig::new(BASE, BLOCKS);
+    recycling_resolver_of(BLOCKS, small_blocks)
+}
+
+fn recycling_resolver_of(blocks: usize, small_blocks: usize) -> Resolver {
+    let mut config = ResolverConfig::new(BASE, blocks);
     config.small_blocks = small_blocks;
     config.quarantine_chunks = 0; // out of the quarantine at once
     assert!(config.recycle_small, "on by default");
@@ -790,11 +797,11 @@ fn small_runs_are_recycled_by_length() {
     assert!(r.is_empty(), "recycled runs are not allocations");
 }
 
-/// Recycled runs never cause an out-of-memory: with the small space full of one-unit chunks,
+/// Recycled runs never cause an out-of-memory: with the whole arena full of one-unit chunks,
 /// two freed neighbours (kept for one-unit chunks) still make room for a two-unit chunk.
 #[test]
 fn recycled_runs_go_back_to_the_tree_before_an_out_of_memory() {
-    let mut r = recycling_resolver(1);
+    let mut r = recycling_resolver_of(2, 1);
     let arranged = Arrangement::Arranged(SlotOrder::Pattern);
     let mut chunks = Vec::new();
     loop {
@@ -804,7 +811,11 @@ fn recycled_runs_go_back_to_the_tree_before_an_out_of_memory() {
             Err(other) => panic!("unexpected {other:?}"),
         }
     }
-    assert_eq!(chunks.len(), 8192, "one VABlock of 256 B units");
+    assert_eq!(
+        chunks.len(),
+        2 * 8192,
+        "both VABlocks of 256 B units (the small space grew into the second)"
+    );
     assert_eq!(
         r.alloc(&one_lane(512), arranged).err(),
         Some(Status::OutOfMemory)
@@ -1023,11 +1034,15 @@ fn an_added_segment_keeps_the_first_segments_configuration() {
     config.recycle_small = false;
     let mut r = Resolver::new(config).unwrap();
     r.add_segment(BASE + (16 << 21), 4).unwrap();
-    // Fill the first segment's small space (8 192 units) with 64 KiB small chunks.
+    // Fill the first segment: a large chunk in its second block, and 64 KiB small chunks over
+    // every unit of its small block (32 x 256 units).
     let arranged = Arrangement::Arranged(SlotOrder::Pattern);
-    let filler: Vec<_> = (0..32)
+    let large = r.alloc(&[40 << 10; 32], Arrangement::Contiguous).unwrap();
+    assert!(large.chunk_base < BASE + (2 << 21));
+    let mut filler: Vec<_> = (0..32)
         .map(|_| r.alloc(&[2048; 32], arranged).unwrap())
         .collect();
+    filler.push(large);
     let [a, b, c] = [(); 3].map(|_| r.alloc(&one_lane(256), arranged).unwrap());
     assert!(a.chunk_base >= BASE + (16 << 21), "in the added segment");
     assert_eq!(r.free(a.handles[0]), LaneStatus::Ok);
@@ -1079,5 +1094,206 @@ fn growth_is_signalled_past_the_mark_and_on_no_room() {
     assert_eq!(signals.load(Ordering::Relaxed), 2, "no room");
     for h in [a.handles[0], b.handles[0]] {
         assert_eq!(r.free(h), LaneStatus::Ok);
+    }
+}
+
+/// The false out-of-memory of a fixed small space: small chunks worth three blocks in an arena
+/// whose small space starts with one. The small space takes free blocks as it needs them, and
+/// gives them back once empty when a large chunk needs the whole arena.
+#[test]
+fn small_objects_take_any_free_block_and_give_it_back() {
+    let mut config = ResolverConfig::new(BASE, 8);
+    config.small_blocks = 1;
+    let mut r = Resolver::new(config).unwrap();
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    // 64 KiB chunks: 32 fill a block; 93 need three blocks.
+    let small: Vec<_> = (0..93)
+        .map(|i| {
+            r.alloc(&[2048; 32], arranged)
+                .unwrap_or_else(|s| panic!("small chunk {i}: {s:?}"))
+        })
+        .collect();
+    assert_eq!(r.blocks_used().0, 3);
+    r.check_invariants().unwrap();
+    for c in &small {
+        assert!(
+            r.free_lanes(&c.handles)
+                .iter()
+                .all(|&s| s == LaneStatus::Ok)
+        );
+    }
+    // 32 lanes of 256 KiB: one large chunk of four blocks... of all eight, with 512 KiB lanes.
+    let whole = r
+        .alloc(&[512 << 10; 32], Arrangement::Contiguous)
+        .expect("the empty small blocks go back to the arena");
+    assert_eq!(whole.chunk_base, BASE);
+    assert_eq!(r.blocks_used(), (8, 8));
+    r.check_invariants().unwrap();
+    assert!(
+        r.free_lanes(&whole.handles)
+            .iter()
+            .all(|&s| s == LaneStatus::Ok)
+    );
+    r.drain_quarantine();
+    r.check_invariants().unwrap();
+    assert!(r.is_empty());
+    // And small chunks come back after that.
+    let again = r.alloc(&[2048; 32], arranged).unwrap();
+    assert!(
+        r.free_lanes(&again.handles)
+            .iter()
+            .all(|&s| s == LaneStatus::Ok)
+    );
+}
+
+/// One step of [`an_allocation_fails_only_when_no_placement_of_any_kind_exists`].
+#[derive(Clone, Debug)]
+enum Use {
+    /// A chunk whose lanes ask `size` each (0 for lanes past `lanes`).
+    Alloc { size: u64, lanes: usize },
+    /// Free the `pick`-th live chunk.
+    Free { pick: usize },
+}
+
+fn uses() -> impl Strategy<Value = Use> {
+    prop_oneof![
+        // Small (up to 2 KiB), portion (to 32 KiB) and large (beyond) lanes.
+        3 => (16u64..=2048, 1usize..=32).prop_map(|(size, lanes)| Use::Alloc { size, lanes }),
+        2 => (2049u64..=32 << 10, 1usize..=32).prop_map(|(size, lanes)| Use::Alloc { size, lanes }),
+        2 => ((32u64 << 10) + 1..=256 << 10, 1usize..=32)
+            .prop_map(|(size, lanes)| Use::Alloc { size, lanes }),
+        3 => any::<usize>().prop_map(|pick| Use::Free { pick }),
+    ]
+}
+
+/// Whether a chunk of `geometry` had a place in an arena of `blocks` blocks holding `live`
+/// chunks `(base, bytes, class)`, by the rules every class is placed by: a large chunk needs a
+/// run of blocks no chunk touches; a small one a block no chunk touches, or a 256 B-aligned gap
+/// before the fence of a block holding small chunks only; a portion chunk a block no chunk
+/// touches, or a 256 B-aligned gap in a stretch of neighbouring blocks holding small chunks only;
+/// a portion chunk a block no chunk touches (the room inside portion blocks is the warptree
+/// arranger's, checked by its own tests).
+fn had_a_place(geometry: &Geometry, blocks: usize, live: &[(u64, u64, SizeClass)]) -> bool {
+    let block_bytes = ortree::VABLOCK_BYTES;
+    let mut classes: Vec<Vec<SizeClass>> = vec![Vec::new(); blocks];
+    for &(base, bytes, class) in live {
+        let first = ((base - BASE) / block_bytes) as usize;
+        let last = ((base + bytes - 1 - BASE) / block_bytes) as usize;
+        for block in &mut classes[first..=last] {
+            block.push(class);
+        }
+    }
+    let free: Vec<bool> = classes.iter().map(Vec::is_empty).collect();
+    match geometry.class {
+        SizeClass::Large => {
+            let run = geometry.units as usize;
+            free.windows(run).any(|w| w.iter().all(|&f| f))
+        }
+        SizeClass::Portion => free.iter().any(|&f| f),
+        SizeClass::Small => {
+            if free.iter().any(|&f| f) {
+                return true;
+            }
+            let need = geometry.chunk_bytes;
+            let small_only: Vec<bool> = classes
+                .iter()
+                .map(|c| c.iter().all(|&c| c == SizeClass::Small))
+                .collect();
+            // Each stretch of neighbouring small-only blocks is one space for small runs.
+            let mut b = 0;
+            while b < blocks {
+                if !small_only[b] {
+                    b += 1;
+                    continue;
+                }
+                let first = b;
+                while b < blocks && small_only[b] {
+                    b += 1;
+                }
+                let (start, end) = (
+                    BASE + first as u64 * block_bytes,
+                    BASE + b as u64 * block_bytes,
+                );
+                let mut taken: Vec<(u64, u64)> = live
+                    .iter()
+                    .filter(|&&(base, _, _)| base >= start && base < end)
+                    .map(|&(base, bytes, _)| (base, base + bytes.next_multiple_of(256)))
+                    .collect();
+                taken.sort_unstable();
+                let mut at = start;
+                for (from, to) in taken {
+                    if from >= at + need {
+                        return true;
+                    }
+                    at = at.max(to);
+                }
+                if end >= at + need {
+                    return true;
+                }
+            }
+            false
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// An allocation is refused only when no placement of any kind exists: after random
+    /// allocations of every class and frees, each `OutOfMemory` is checked against a model that
+    /// knows only the live chunks and the placement rules (quarantined and recycled places
+    /// count as free, since an allocation that finds no room takes them back first).
+    #[test]
+    fn an_allocation_fails_only_when_no_placement_of_any_kind_exists(
+        steps in proptest::collection::vec(uses(), 1..300),
+    ) {
+        const ARENA: usize = 6;
+        let mut config = ResolverConfig::new(BASE, ARENA);
+        config.small_blocks = 1;
+        let geometry_config = config.geometry;
+        let mut r = Resolver::new(config).unwrap();
+        let mut live: Vec<(u64, u64, SizeClass, Allocation)> = Vec::new();
+        for step in steps {
+            match step {
+                Use::Alloc { size, lanes } => {
+                    let mut sizes = [0u64; 32];
+                    sizes[..lanes].fill(size);
+                    let arrangement = if size % 3 == 0 {
+                        Arrangement::Contiguous
+                    } else {
+                        Arrangement::Arranged(SlotOrder::Pattern)
+                    };
+                    match r.alloc(&sizes, arrangement) {
+                        Ok(a) => {
+                            let g = a.geometry.unwrap();
+                            live.push((a.chunk_base, g.chunk_bytes, g.class, a));
+                        }
+                        Err(Status::OutOfMemory) => {
+                            let g = Geometry::of(&sizes, &geometry_config).unwrap().unwrap();
+                            let held: Vec<_> = live.iter().map(|l| (l.0, l.1, l.2)).collect();
+                            prop_assert!(
+                                !had_a_place(&g, ARENA, &held),
+                                "refused {:?} chunk of {} B although it had a place",
+                                g.class,
+                                g.chunk_bytes
+                            );
+                        }
+                        Err(other) => prop_assert!(false, "unexpected {other:?}"),
+                    }
+                }
+                Use::Free { pick } if !live.is_empty() => {
+                    let (_, _, _, a) = live.swap_remove(pick % live.len());
+                    prop_assert!(r.free_lanes(&a.handles).iter().all(|&s| s == LaneStatus::Ok));
+                }
+                Use::Free { .. } => {}
+            }
+            r.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        for (_, _, _, a) in live {
+            prop_assert!(r.free_lanes(&a.handles).iter().all(|&s| s == LaneStatus::Ok));
+        }
+        r.drain_quarantine();
+        r.check_invariants().map_err(TestCaseError::fail)?;
+        prop_assert!(r.is_empty());
     }
 }

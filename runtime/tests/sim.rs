@@ -244,9 +244,10 @@ fn the_arena_grows_by_reservations_up_to_its_cap() {
         .ports(64)
         .build()
         .unwrap();
-    // Each request is one 2 MiB chunk (32 lanes x 64 KiB); a 4-block reservation holds three
-    // beside its small space, so twelve fill the cap of four reservations.
-    let chunks: Vec<_> = (0..12)
+    // Each request is one 2 MiB chunk (32 lanes x 64 KiB); a 4-block reservation holds four
+    // (its small space's block, empty, goes back when a chunk needs it), so sixteen fill the cap
+    // of four reservations.
+    let chunks: Vec<_> = (0..16)
         .map(|i| {
             let objects = rt.alloc_arranged(32, 64 << 10).unwrap();
             rt.write(objects.handles()[31], 0, &pattern(i, 64 << 10))
