@@ -1,12 +1,12 @@
 //! The resolver: turns warp requests into chunks and back, against the arena's segments.
 //!
-//! The arena is one or more segments (contiguous reservations, [`crate::segment`]): the first is
+//! The arena is one or more segments (contiguous reservations, the `segment` module): the first is
 //! made with the resolver, later ones are added as the arena grows ([`Resolver::add_segment`]). An
 //! allocation is placed in the first segment with room; a free goes to the segment its address
 //! lies in, and an address in no segment is an invalid handle. Every request gets a defined
 //! status; counters are kept here, over all segments.
 //!
-//! Invariants ([`Resolver::check_invariants`]): each segment's own (see [`crate::segment`]), and
+//! Invariants ([`Resolver::check_invariants`]): each segment's own (see the `segment` module), and
 //! no two segments overlap.
 
 use ortree::VABLOCK_BYTES;

@@ -197,7 +197,7 @@ fn round16(size: u64) -> u64 {
 }
 
 /// Small class: each lane's offset in the chunk (exclusive prefix sums of the rounded spans,
-/// wrapping like [`round16`]).
+/// wrapping like `round16`).
 pub fn small_offsets(sizes: &[u64; WARP_LANES]) -> [u64; WARP_LANES] {
     let mut offsets = [0; WARP_LANES];
     let mut at = 0u64;

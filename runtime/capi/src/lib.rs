@@ -6,7 +6,7 @@
 //! allocates from kernels and from the host, reads statistics, and destroys the runtime.
 //!
 //! Invariants at the boundary: every function returns an `am_status` and never unwinds (each
-//! body runs in [`status::guard`]); a runtime argument is looked up in [`registry`] before use,
+//! body runs in `status::guard`); a runtime argument is looked up in the `registry` module before use,
 //! so a null, destroyed or forged one is an error code; every pointer argument is checked for
 //! null before it is read or written. What the library cannot check (a dangling non-null
 //! buffer, a length longer than the buffer) is the caller's to uphold, which is why those
