@@ -119,20 +119,35 @@ pub trait Rounds {
     fn systems(&self) -> Vec<System>;
     /// One round over `sizes` (one per thread).
     fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round>;
+    /// The runtime the rounds allocate from.
+    fn runtime(&self) -> &Runtime;
 }
 
-/// After a round's frees: every chunk given back, the allocator's invariants intact.
+/// After a round: the allocator's invariants hold (the caches stay warm for the next round).
+pub fn check_invariants(rt: &Runtime, system: System) -> anyhow::Result<()> {
+    if system == System::CudaMalloc {
+        return Ok(());
+    }
+    rt.check_invariants()
+        .map_err(|e| anyhow::anyhow!("{}: allocator invariants after a round: {e}", system.name()))
+}
+
+/// After a row's rounds: the caches drained, nothing is left allocated.
 pub fn check_empty(rt: &Runtime, system: System) -> anyhow::Result<()> {
     if system == System::CudaMalloc {
         return Ok(());
     }
+    // The caches give back what no object uses; only live objects keep anything.
+    rt.drain_caches()?;
     rt.check_invariants().map_err(|e| {
         anyhow::anyhow!("{}: allocator invariants after a round: {e}", system.name())
     })?;
     anyhow::ensure!(
         rt.is_empty(),
-        "{}: objects left allocated after freeing them all",
-        system.name()
+        "{}: objects left allocated after freeing them all ({} chunks live; device caches: {:?})",
+        system.name(),
+        rt.live_chunks(),
+        rt.cache_stats()
     );
     Ok(())
 }
@@ -207,6 +222,7 @@ fn row(
                 frees.push(got.free_ms);
             }
         }
+        check_empty(rounds.runtime(), system)?;
         let alloc_ms = median(&mut allocs.clone());
         rows.push(Row {
             test,

@@ -194,6 +194,9 @@ fn draw_sizes(threads: u32, seed: u64) -> Vec<u64> {
 }
 
 fn check_allocator(rt: &Runtime, check: &mut Check) {
+    if let Err(e) = rt.drain_caches() {
+        check.fail(format!("draining the device caches: {e}"));
+    }
     if let Err(e) = rt.check_invariants() {
         check.fail(format!("invariants broken: {e}"));
     }

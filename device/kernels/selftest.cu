@@ -144,6 +144,8 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
     out[2 * kOverLimitStatus] = am::kStatusSizeOverLimit;
     out[2 * kOverLimitStatus + 1] = over == 0 ? status : 0xFFFFFFFFull;
   }
+  // With device caches the other lanes were served: give their objects back.
+  am::free(mb, over);
   // Together over the arena: no room, nothing allocated.
   status = 0xFFFFFFFFu;
   const am::u64 huge = am::malloc(mb, arena_bytes / 32 + (2ull << 20), &status);

@@ -36,6 +36,18 @@ pub const HEADERS: &[Source] = &[
         path: "alignmalloc/detail/client.cuh",
         text: include_str!("../include/alignmalloc/detail/client.cuh"),
     },
+    Source {
+        path: "alignmalloc/detail/cache.cuh",
+        text: include_str!("../include/alignmalloc/detail/cache.cuh"),
+    },
+    Source {
+        path: "alignmalloc/detail/warp.cuh",
+        text: include_str!("../include/alignmalloc/detail/warp.cuh"),
+    },
+    Source {
+        path: "alignmalloc/detail/cache_geometry.h",
+        text: include_str!("../include/alignmalloc/detail/cache_geometry.h"),
+    },
 ];
 
 /// The name of the default mailbox in a module NVRTC compiled from a source that includes

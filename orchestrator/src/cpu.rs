@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use translator::{Geometry, Handle, SizeClass, SlotOrder, WARP_LANES, lane_handles};
 
+use crate::caches::CpuCaches;
 use crate::mailbox::Mailbox;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, spin_wait, yield_now};
 
 /// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
@@ -27,6 +29,7 @@ pub const POLLS_PER_CLOSED_CHECK: u32 = 1024;
 pub struct CpuDevice {
     mailbox: Arc<Mailbox>,
     locks: Box<[AtomicU32]>,
+    caches: Option<Arc<CpuCaches>>,
 }
 
 /// The outcome of a warp's free.
@@ -45,7 +48,20 @@ impl CpuDevice {
         Self {
             locks: (0..ports).map(|_| AtomicU32::new(0)).collect(),
             mailbox,
+            caches: None,
         }
+    }
+
+    /// Also allocate and free small objects through these device caches, as the CUDA client
+    /// does when its mailbox has caches.
+    pub fn with_caches(mut self, caches: Arc<CpuCaches>) -> Self {
+        self.caches = Some(caches);
+        self
+    }
+
+    /// The device caches, if any.
+    pub fn caches(&self) -> Option<&Arc<CpuCaches>> {
+        self.caches.as_ref()
     }
 
     /// The port warp `warp` tries first.
@@ -105,7 +121,10 @@ impl CpuDevice {
     }
 
     /// `malloc` from the lanes in `mask`, lane `l` asking `sizes[l]` bytes; arranged unless
-    /// `contiguous`. Lanes outside `mask` and lanes that asked 0 get null handles.
+    /// `contiguous`. Lanes outside `mask` and lanes that asked 0 get null handles. With caches,
+    /// lanes asking at most 32 KiB are served from them and only the others (and lanes whose
+    /// class the host denied a slab) make a request; a request that fails gives the cached
+    /// objects back too, so `Err` leaves nothing allocated.
     pub fn malloc(
         &self,
         warp: u32,
@@ -113,6 +132,18 @@ impl CpuDevice {
         sizes: &[u64; WARP_LANES],
         contiguous: bool,
     ) -> Result<[Handle; WARP_LANES], Status> {
+        let mut mask = mask;
+        let mut handles = [Handle::NULL; WARP_LANES];
+        let mut cached = 0;
+        if let Some(caches) = &self.caches {
+            let got = caches.alloc(mask, sizes, &|| self.mailbox.is_closed());
+            handles = got.handles;
+            cached = got.served;
+            mask &= !got.served & !lane_mask(|l| sizes[l] == 0);
+            if mask == 0 {
+                return Ok(handles);
+            }
+        }
         let request = RequestRecord {
             op: if contiguous {
                 Op::AllocContiguous
@@ -125,14 +156,20 @@ impl CpuDevice {
             words: *sizes,
         };
         let reply = self.call(warp, request);
-        match Status::from_code(reply.status) {
-            Some(Status::Ok) => {}
-            Some(status) => return Err(status),
-            None => return Err(Status::UnknownOp),
+        let status = Status::from_code(reply.status).unwrap_or(Status::UnknownOp);
+        if status != Status::Ok {
+            if cached != 0 {
+                self.free(warp, cached, &handles);
+            }
+            return Err(status);
         }
         let masked: [u64; WARP_LANES] =
             std::array::from_fn(|l| if mask >> l & 1 == 1 { sizes[l] } else { 0 });
-        Ok(handles_from_reply(&reply, &masked))
+        let requested = handles_from_reply(&reply, &masked);
+        for lane in set_lanes(mask) {
+            handles[lane] = requested[lane];
+        }
+        Ok(handles)
     }
 
     /// `free` from the lanes in `mask`, lane `l` giving back `handles[l]`.
@@ -152,6 +189,34 @@ impl CpuDevice {
     }
 
     fn free_words(&self, warp: u32, mask: u32, op: Op, words: [u64; WARP_LANES]) -> FreeOutcome {
+        let Some(caches) = &self.caches else {
+            return self.free_requested(warp, mask, op, words);
+        };
+        let local = caches.free(mask, &words, op == Op::FreePointer);
+        let rest = mask & !local.handled & lane_mask(|l| words[l] != 0);
+        let mut outcome = match rest {
+            0 => FreeOutcome {
+                status: Status::Ok,
+                lanes: [LaneStatus::Ok; WARP_LANES],
+            },
+            _ => self.free_requested(warp, rest, op, words),
+        };
+        for lane in set_lanes(local.handled) {
+            outcome.lanes[lane] = local.lanes[lane];
+        }
+        if outcome.status == Status::Ok && local.lanes.iter().any(|&l| l != LaneStatus::Ok) {
+            outcome.status = Status::Partial;
+        }
+        outcome
+    }
+
+    fn free_requested(
+        &self,
+        warp: u32,
+        mask: u32,
+        op: Op,
+        words: [u64; WARP_LANES],
+    ) -> FreeOutcome {
         let request = RequestRecord {
             op: op as u32,
             lane_mask: mask,

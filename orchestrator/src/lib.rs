@@ -13,6 +13,7 @@
 //! - [`sync`]: the protocol's atomics, loom's under `--cfg loom`: the model-checked tests
 //!   (`tests/loom.rs`) run the real mailbox, CPU client and server.
 
+pub mod caches;
 pub mod chunks;
 pub mod cpu;
 pub mod generations;
@@ -23,11 +24,14 @@ pub mod regions;
 pub mod resolver;
 mod segment;
 pub mod service;
+mod shared;
 pub mod stats;
 pub mod sync;
 
 pub use mailbox::{Mailbox, MailboxError, Pending};
-pub use records::{DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
+pub use records::{
+    DeviceCaches, DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status,
+};
 pub use resolver::{
     Allocation, GROWTH_MARK, GrowthSignal, Resolver, ResolverConfig, ResolverCounters,
     ResolverError,

@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering;
 use thiserror::Error;
 
 use crate::records::{REPLY_WORDS, REQUEST_WORDS, ReplyRecord, RequestRecord};
+use crate::shared::{SharedArrays, Width};
 use crate::sync::{AtomicU32, AtomicU64, fence};
 
 /// Most ports a mailbox may have.
@@ -62,154 +63,33 @@ pub struct Mailbox {
     storage: Storage,
 }
 
-/// Page size the arrays are aligned and padded to.
-#[cfg(not(loom))]
-const PAGE: usize = 4096;
+/// The mailbox's arrays, in this order: `req_seq`, `requests`, `ack_seq`, `replies`, `closed`.
+struct Storage(SharedArrays);
 
-/// Where the arrays live. Outside loom: one zeroed, page-aligned allocation, each array on pages
-/// of its own, so the whole mailbox is registered with the GPU at once and device-written and
-/// host-written words never share a page. Under loom: loom's atomics in boxes.
-#[cfg(not(loom))]
-struct Storage {
-    base: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
-    /// Byte offsets of `req_seq`, `requests`, `ack_seq`, `replies`, `closed`.
-    offsets: [usize; 5],
-    lens: [usize; 5],
-}
-
-#[cfg(loom)]
-struct Storage {
-    req_seq: Box<[AtomicU32]>,
-    requests: Box<[AtomicU64]>,
-    ack_seq: Box<[AtomicU32]>,
-    replies: Box<[AtomicU64]>,
-    closed: Box<[AtomicU32]>,
-}
-
-/// Element counts of the five arrays for `ports` ports.
-fn array_lens(ports: usize) -> [usize; 5] {
-    [ports, ports * REQUEST_WORDS, ports, ports * REPLY_WORDS, 1]
-}
-
-#[cfg(not(loom))]
-// SAFETY: the storage is only reached through atomics (see `Mailbox`'s accessors).
-unsafe impl Send for Storage {}
-#[cfg(not(loom))]
-// SAFETY: as above.
-unsafe impl Sync for Storage {}
-
-/// The atomic integers the mailbox's arrays are read as: zero bytes are a valid value of each,
-/// and shared access to them is sound. Sealed: no other type can be named.
-#[cfg(not(loom))]
-trait AtomicWord: sealed::Sealed {}
-#[cfg(not(loom))]
-impl AtomicWord for AtomicU32 {}
-#[cfg(not(loom))]
-impl AtomicWord for AtomicU64 {}
-#[cfg(not(loom))]
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for std::sync::atomic::AtomicU32 {}
-    impl Sealed for std::sync::atomic::AtomicU64 {}
-}
-
-#[cfg(not(loom))]
 impl Storage {
     fn new(ports: usize) -> Self {
-        let lens = array_lens(ports);
-        let elem = [4, 8, 4, 8, 4];
-        let mut offsets = [0usize; 5];
-        let mut at = 0;
-        for i in 0..5 {
-            offsets[i] = at;
-            at += (lens[i] * elem[i]).next_multiple_of(PAGE);
-        }
-        let layout = std::alloc::Layout::from_size_align(at, PAGE).expect("mailbox fits a layout");
-        // SAFETY: the layout's size is non-zero (at least one page per array).
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        let base =
-            std::ptr::NonNull::new(base).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        Self {
-            base,
-            layout,
-            offsets,
-            lens,
-        }
-    }
-
-    /// Array `index` as atomics of type `T` (the width `array_lens` gives it).
-    fn array<T: AtomicWord>(&self, index: usize) -> &[T] {
-        debug_assert_eq!(
-            std::mem::size_of::<T>(),
-            [4, 8, 4, 8, 4][index],
-            "array {index} read at another width"
-        );
-        // SAFETY: the offset and length lie inside the allocation (computed together in `new`),
-        // offsets are page aligned, the memory is zero-initialised and `T` is an atomic integer
-        // (`AtomicWord`), for which zero bytes are a valid value and every access is atomic; it
-        // lives as long as `self`.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.base.as_ptr().add(self.offsets[index]).cast::<T>(),
-                self.lens[index],
-            )
-        }
-    }
-
-    fn req_seq(&self) -> &[AtomicU32] {
-        self.array(0)
-    }
-    fn requests(&self) -> &[AtomicU64] {
-        self.array(1)
-    }
-    fn ack_seq(&self) -> &[AtomicU32] {
-        self.array(2)
-    }
-    fn replies(&self) -> &[AtomicU64] {
-        self.array(3)
-    }
-    fn closed(&self) -> &AtomicU32 {
-        &self.array::<AtomicU32>(4)[0]
-    }
-}
-
-#[cfg(not(loom))]
-impl Drop for Storage {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.base.as_ptr(), self.layout) };
-    }
-}
-
-#[cfg(loom)]
-impl Storage {
-    fn new(ports: usize) -> Self {
-        let lens = array_lens(ports);
-        let u32s = |n: usize| (0..n).map(|_| AtomicU32::new(0)).collect();
-        let u64s = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
-        Self {
-            req_seq: u32s(lens[0]),
-            requests: u64s(lens[1]),
-            ack_seq: u32s(lens[2]),
-            replies: u64s(lens[3]),
-            closed: u32s(lens[4]),
-        }
+        Self(SharedArrays::new(&[
+            (Width::U32, ports),
+            (Width::U64, ports * REQUEST_WORDS),
+            (Width::U32, ports),
+            (Width::U64, ports * REPLY_WORDS),
+            (Width::U32, 1),
+        ]))
     }
     fn req_seq(&self) -> &[AtomicU32] {
-        &self.req_seq
+        self.0.u32s(0)
     }
     fn requests(&self) -> &[AtomicU64] {
-        &self.requests
+        self.0.u64s(1)
     }
     fn ack_seq(&self) -> &[AtomicU32] {
-        &self.ack_seq
+        self.0.u32s(2)
     }
     fn replies(&self) -> &[AtomicU64] {
-        &self.replies
+        self.0.u64s(3)
     }
     fn closed(&self) -> &AtomicU32 {
-        &self.closed[0]
+        &self.0.u32s(4)[0]
     }
 }
 
@@ -327,16 +207,17 @@ impl Mailbox {
     /// The one host allocation holding every array: `(address, bytes)`, page aligned, for
     /// registering with the GPU.
     pub fn region(&self) -> (usize, usize) {
-        (
-            self.storage.base.as_ptr() as usize,
-            self.storage.layout.size(),
-        )
+        self.storage.0.region()
     }
 
     /// Byte offsets in [`Mailbox::region`] of `req_seq`, `requests`, `ack_seq`, `replies` and
     /// `closed`: the device sees each array at its registered base plus this offset.
     pub fn offsets(&self) -> [usize; 5] {
-        self.storage.offsets
+        self.storage
+            .0
+            .offsets()
+            .try_into()
+            .expect("the mailbox has five arrays")
     }
 }
 
@@ -344,6 +225,7 @@ impl Mailbox {
 mod tests {
     use super::*;
     use crate::records::Status;
+    use crate::shared::PAGE;
     use bytemuck::Zeroable;
 
     #[test]
@@ -397,13 +279,6 @@ mod tests {
         assert!(o.windows(2).all(|w| w[0] < w[1] && w[1] % PAGE == 0));
         assert!(o[1] - o[0] >= 8192 * 4 && o[2] - o[1] >= 8192 * REQUEST_WORDS * 8);
         assert!(m.region().1 - o[4] >= 4);
-    }
-
-    #[test]
-    #[should_panic(expected = "read at another width")]
-    fn an_array_read_at_another_width_is_refused() {
-        let storage = Storage::new(4);
-        let _ = storage.array::<AtomicU64>(0);
     }
 
     #[test]

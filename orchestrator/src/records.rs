@@ -74,6 +74,40 @@ pub struct DeviceMailbox {
     pub closed: u64,
     /// `u32` per port, device memory.
     pub locks: u64,
+    /// The device caches (all zero: none, every allocation asks the host).
+    pub caches: DeviceCaches,
+}
+
+/// What the device needs of the caches (`am::DeviceCaches`): sizes, then the device-memory
+/// arrays in the order of [`crate::caches::CpuCaches::arrays`], then the channel's arrays
+/// (pinned host memory) in the order of [`crate::caches::CacheChannel::offsets`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct DeviceCaches {
+    /// Cache classes (0: no caches).
+    pub classes: u32,
+    /// Slab ids (the returns ring's length).
+    pub max_slabs: u32,
+    /// Entries of the block table (a power of two).
+    pub hash_len: u32,
+    /// Ring entries per class.
+    pub ring_len: u32,
+    /// Device memory: `u64` class word per class, `u32` lock per class, `u32` slab id per class
+    /// and ring entry, per slab id `u64` base and `u32` class, live, number and epoch, the
+    /// bitmaps (`u32`), the block table (`u64`), one `u64` count of returns claimed.
+    pub device: [u64; crate::caches::DEVICE_ARRAYS],
+    /// Host-written: `u32` filled and denied per class, `u64` ring entries.
+    pub filled: u64,
+    /// See `filled`.
+    pub denied: u64,
+    /// See `filled`.
+    pub ring: u64,
+    /// Device-written: `u32` taken and demand per class, `u64` returns entries.
+    pub taken: u64,
+    /// See `taken`.
+    pub demand: u64,
+    /// See `taken`.
+    pub returns: u64,
 }
 
 /// `ReplyRecord::layout` of a thread-contiguous chunk (slot orders are 0 and 1).
@@ -167,15 +201,19 @@ pub enum LaneStatus {
     DoubleFree = 2,
     /// The handle points inside a chunk but not at the start of a lane's object.
     InteriorPointer = 3,
+    /// The handle is an object of a device cache, which only device code frees (`am::free` in a
+    /// kernel); the host left it alone.
+    CachedObject = 4,
 }
 
 impl LaneStatus {
     /// Every lane status, in code order.
-    pub const ALL: [LaneStatus; 4] = [
+    pub const ALL: [LaneStatus; 5] = [
         LaneStatus::Ok,
         LaneStatus::InvalidHandle,
         LaneStatus::DoubleFree,
         LaneStatus::InteriorPointer,
+        LaneStatus::CachedObject,
     ];
 
     /// The lane status with this code, if any.

@@ -87,7 +87,7 @@ pub struct ResolverCounters {
     /// Requests by [`Status`] code.
     pub by_status: [u64; Status::COUNT],
     /// Per-lane free outcomes by [`LaneStatus`] code.
-    pub by_lane_status: [u64; 4],
+    pub by_lane_status: [u64; LaneStatus::ALL.len()],
     /// Chunks allocated, by class (small, portion, large).
     pub chunks_by_class: [u64; 3],
     /// Bytes asked for by lanes, by class.
@@ -392,6 +392,37 @@ impl Resolver {
         })
     }
 
+    /// A slab of `blocks` VABlocks for the device cache of `class`, in the first segment with
+    /// room (the arena is asked to grow when none has); its base. The slab is a live chunk until
+    /// [`Resolver::give_slab`]: host frees of its objects answer [`LaneStatus::CachedObject`].
+    pub fn take_slab(&mut self, blocks: u64, class: usize) -> Option<u64> {
+        let base = self
+            .segments
+            .iter_mut()
+            .find_map(|s| s.alloc_slab(blocks, class).ok());
+        let wanted_growth = base.is_none() || self.over_growth_mark();
+        if wanted_growth && let Some(signal) = &self.growth_signal {
+            signal();
+        }
+        base
+    }
+
+    /// Give back the cache slab at `base`; `false` if no segment holds one there (a bug of the
+    /// caller, logged).
+    pub fn give_slab(&mut self, base: u64) -> bool {
+        let given = self
+            .segments
+            .iter_mut()
+            .any(|s| s.contains(base) && s.free_slab(base));
+        if !given {
+            tracing::error!(
+                base = format_args!("{base:#x}"),
+                "no cache slab to give back there"
+            );
+        }
+        given
+    }
+
     /// The base address of the live chunk holding `address`, if any.
     pub fn chunk_containing(&self, address: u64) -> Option<u64> {
         self.segment_of(address)?.chunk_containing(address)
@@ -551,5 +582,15 @@ impl Iterator for SetLanes {
         let lane = self.0.trailing_zeros() as usize;
         self.0 &= self.0 - 1;
         Some(lane)
+    }
+}
+
+impl crate::caches::SlabSource for Resolver {
+    fn take_slab(&mut self, blocks: u64, class: usize) -> Option<u64> {
+        Resolver::take_slab(self, blocks, class)
+    }
+
+    fn give_slab(&mut self, base: u64) {
+        Resolver::give_slab(self, base);
     }
 }

@@ -44,10 +44,11 @@ use std::collections::VecDeque;
 
 use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
 use translator::{
-    Arrangement, Geometry, Handle, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, handles_at,
+    Arrangement, Geometry, Handle, LEAF_BYTES, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, handles_at,
     lane_offsets,
 };
 
+use crate::caches::class_bytes;
 use crate::chunks::{ChunkTable, Extent};
 use crate::generations::Generations;
 use crate::records::{LaneStatus, Status};
@@ -83,6 +84,8 @@ struct LiveChunk {
     lane_span: u64,
     /// What each lane was given (null for lanes that asked 0).
     handles: [Handle; WARP_LANES],
+    /// A slab of a device cache (its class): its objects are the device's to free.
+    cache_class: Option<u8>,
 }
 
 impl Default for LiveChunk {
@@ -95,6 +98,7 @@ impl Default for LiveChunk {
             live: 0,
             lane_span: 0,
             handles: [Handle::NULL; WARP_LANES],
+            cache_class: None,
         }
     }
 }
@@ -366,6 +370,8 @@ impl Segment {
             c.place = place;
             c.lanes = lanes;
             c.live = lanes;
+            // Slots are reused in place: a slab's record must not pass its mark on.
+            c.cache_class = None;
             c.lane_span = if geometry.is_arranged() {
                 geometry.lane_span
             } else {
@@ -445,6 +451,35 @@ impl Segment {
         }
     }
 
+    /// A slab of `blocks` VABlocks for the device cache of `class`: a live chunk of one lane
+    /// (a large chunk's place), its base.
+    pub(crate) fn alloc_slab(&mut self, blocks: u64, class: usize) -> Result<u64, Status> {
+        let geometry = Geometry {
+            class: SizeClass::Large,
+            tile_log2: 16,
+            lane_span: blocks * LEAF_BYTES,
+            chunk_bytes: blocks * VABLOCK_BYTES,
+            units: blocks,
+        };
+        let mut sizes = [0; WARP_LANES];
+        sizes[0] = geometry.lane_span;
+        let (base, _) = self.alloc(geometry, &sizes, Arrangement::Contiguous)?;
+        self.chunks.find_mut(base).expect("just placed").cache_class = Some(class as u8);
+        Ok(base)
+    }
+
+    /// Give back the cache slab at `base`; `false` (nothing changed) if there is none.
+    pub(crate) fn free_slab(&mut self, base: u64) -> bool {
+        match self.chunks.find_mut(base) {
+            Some(chunk) if chunk.base == base && chunk.cache_class.is_some() => {
+                chunk.live = 0;
+                self.release(base);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The base address of the live chunk holding `address`, if any.
     pub(crate) fn chunk_containing(&self, address: u64) -> Option<u64> {
         self.chunks.find(address).map(|c| c.base)
@@ -478,6 +513,14 @@ impl Segment {
         let Some(chunk) = self.chunks.find(address) else {
             return Err(self.classify_dead(address));
         };
+        if let Some(class) = chunk.cache_class {
+            // Whether the object is live only the device knows; its extent is its class's.
+            let bytes = class_bytes(class as usize);
+            return match (address - chunk.base) % bytes {
+                0 => Ok(bytes),
+                _ => Err(LaneStatus::InteriorPointer),
+            };
+        }
         let lane = handle.lane() as usize;
         if chunk.handles[lane] != handle {
             return Err(Self::mismatch(chunk, handle));
@@ -506,6 +549,9 @@ impl Segment {
         handles: &[Handle; WARP_LANES],
     ) -> Option<u32> {
         let chunk = self.chunks.find_mut(first.address())?;
+        if chunk.cache_class.is_some() {
+            return None;
+        }
         // One array compare: lanes without an object hold null on both sides.
         if chunk.live != chunk.lanes || chunk.handles != *handles {
             return None;
@@ -542,6 +588,15 @@ impl Segment {
             // (an exact handle lies in the chunk, so the range pass is needed only for the rest).
             let exact = pending & lane_mask(|l| handles[l] == chunk.handles[l]);
             let (base, end) = (chunk.base, chunk.base + chunk.bytes);
+            if chunk.cache_class.is_some() {
+                let in_slab = pending & lane_mask(|l| (base..end).contains(&handles[l].address()));
+                for lane in set_lanes(in_slab) {
+                    outcomes[lane] = LaneStatus::CachedObject;
+                }
+                failed |= in_slab;
+                pending &= !in_slab;
+                continue;
+            }
             let in_chunk = match pending & !exact {
                 0 => pending,
                 others => {

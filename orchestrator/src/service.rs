@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use translator::WARP_LANES;
 
+use crate::caches::{CacheKeeper, SlabSource};
 use crate::mailbox::Mailbox;
 use crate::records::{Op, ReplyRecord, RequestRecord, Status};
 use crate::resolver::Resolver;
@@ -62,6 +63,7 @@ pub struct Server {
     order: Vec<(u64, usize)>,
     replies: Vec<ReplyRecord>,
     errors: ErrorDigest,
+    caches: Option<Arc<Mutex<CacheKeeper>>>,
 }
 
 /// Requests that were not (fully) served since the last warning, by status.
@@ -142,7 +144,23 @@ impl Server {
                 since: Instant::now(),
                 by_status: [0; Status::COUNT],
             },
+            caches: None,
         }
+    }
+
+    /// Also keep these device caches: every sweep takes back returned slabs and refills.
+    pub fn with_caches(mut self, keeper: Arc<Mutex<CacheKeeper>>) -> Self {
+        self.caches = Some(keeper);
+        self
+    }
+
+    /// The caches' turn of a sweep: slabs moved.
+    fn tend_caches(&mut self) -> usize {
+        let Some(keeper) = &self.caches else {
+            return 0;
+        };
+        // The resolver is locked only when a slab moves.
+        keeper.lock().tend(&mut LockedResolver(&self.resolver))
     }
 
     /// Collect up to `max_batch` pending requests, starting after the last port served.
@@ -178,10 +196,11 @@ impl Server {
 
     /// One sweep: serve what is pending. Returns the number of requests answered.
     pub fn serve_once(&mut self) -> usize {
+        let moved = self.tend_caches();
         let started = Instant::now();
         self.collect();
         if self.batch.is_empty() {
-            return 0;
+            return moved;
         }
         let collected = started.elapsed().as_nanos() as u64;
         let span = tracing::debug_span!("batch", size = self.batch.len()).entered();
@@ -230,13 +249,26 @@ impl Server {
         self.stats
             .resolve_nanos
             .fetch_add(resolved - collected, Ordering::Relaxed);
-        served
+        served + moved
     }
 
     /// Close the mailbox and answer everything still pending with `Shutdown`.
     pub fn shut_down(&mut self) -> usize {
         self.errors.flush(true);
         turn_away(&self.mailbox)
+    }
+}
+
+/// The resolver as a source of cache slabs, locked for each slab only.
+pub struct LockedResolver<'a>(pub &'a Mutex<Resolver>);
+
+impl SlabSource for LockedResolver<'_> {
+    fn take_slab(&mut self, blocks: u64, class: usize) -> Option<u64> {
+        self.0.lock().take_slab(blocks, class)
+    }
+
+    fn give_slab(&mut self, base: u64) {
+        self.0.lock().give_slab(base);
     }
 }
 
@@ -285,9 +317,22 @@ impl Service {
         resolver: Arc<Mutex<Resolver>>,
         config: ServiceConfig,
     ) -> std::io::Result<Self> {
+        Self::start_with_caches(mailbox, resolver, config, None)
+    }
+
+    /// Start the service thread, keeping these device caches too.
+    pub fn start_with_caches(
+        mailbox: Arc<Mailbox>,
+        resolver: Arc<Mutex<Resolver>>,
+        config: ServiceConfig,
+        caches: Option<Arc<Mutex<CacheKeeper>>>,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ServiceStats::default());
         let mut server = Server::new(mailbox.clone(), resolver, stats.clone(), config.max_batch);
+        if let Some(keeper) = caches {
+            server = server.with_caches(keeper);
+        }
         let stop_flag = stop.clone();
         let guard = CloseOnUnwind(mailbox.clone());
         let thread = std::thread::Builder::new()

@@ -60,6 +60,8 @@ pub(crate) struct CudaBackend {
     pub info: DeviceInfo,
     pub stream: Arc<CudaStream>,
     pub pinned: PinnedMailbox,
+    /// The device caches' memory (after `pinned`: dropped once kernels ended).
+    pub caches: Option<crate::gpu::PinnedCaches>,
     pub compiler: OnceLock<Compiler>,
     #[cfg(feature = "cupti")]
     pub faults: crate::faults::Counting,
@@ -70,6 +72,8 @@ pub(crate) struct SimBackend {
     pub device: CpuDevice,
 }
 
+// One per runtime: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     Cuda(CudaBackend),
     Sim(SimBackend),

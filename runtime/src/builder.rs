@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use orchestrator::caches::{CacheChannel, CacheKeeper, CpuCaches};
 use orchestrator::cpu::CpuDevice;
 use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig};
 use ortree::VABLOCK_BYTES;
@@ -12,7 +13,7 @@ use translator::SlotOrder;
 use crate::arena::ArenaMemory;
 use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBackend};
 use crate::error::{Error, Result};
-use crate::gpu::PinnedMailbox;
+use crate::gpu::{PinnedCaches, PinnedMailbox};
 use crate::runtime::Runtime;
 
 /// Default share of free device memory the arena takes.
@@ -21,6 +22,12 @@ pub const DEFAULT_ARENA_FRACTION: f64 = 0.25;
 pub const DEFAULT_SIM_ARENA_BYTES: u64 = 4 << 30;
 /// Default mailbox ports.
 pub const DEFAULT_PORTS: usize = 8192;
+/// The device caches hold at most this share (1/n) of the arena unless told otherwise.
+pub const DEFAULT_CACHE_SHARE: u64 = 8;
+/// Most slabs the caches can name (slab ids fit 21 bits of a ring entry).
+const MAX_CACHE_SLABS: usize = (1 << 21) - 1;
+/// The environment variable that sets the device caches' bound in bytes (0: off).
+pub const CACHE_BYTES_VAR: &str = "ALIGNMALLOC_DEVICE_CACHE_BYTES";
 
 /// How to build a [`Runtime`]. `Runtime::builder().build()` picks the GPU when there is one.
 #[derive(Clone, Debug)]
@@ -35,6 +42,7 @@ pub struct RuntimeBuilder {
     order: SlotOrder,
     service: ServiceConfig,
     fault_counters: bool,
+    cache_bytes: Option<u64>,
 }
 
 impl Default for RuntimeBuilder {
@@ -50,6 +58,7 @@ impl Default for RuntimeBuilder {
             order: SlotOrder::Pattern,
             service: ServiceConfig::default(),
             fault_counters: false,
+            cache_bytes: None,
         }
     }
 }
@@ -121,6 +130,30 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Most bytes the device caches may hold (whole 2 MiB blocks; 0 turns the caches off, and
+    /// every allocation then asks the service thread). Default: an eighth of the arena.
+    pub fn device_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = Some(bytes);
+        self
+    }
+
+    /// The caches' bound for an arena of `arena_blocks` blocks: 0 = none. The environment
+    /// variable `ALIGNMALLOC_DEVICE_CACHE_BYTES` overrides the builder (0 turns them off).
+    fn cache_blocks(&self, arena_blocks: usize) -> Result<usize> {
+        let from_env = match std::env::var(CACHE_BYTES_VAR) {
+            Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| {
+                Error::Config(format!(
+                    "{CACHE_BYTES_VAR}={text:?} is not a byte count (0 turns the caches off)"
+                ))
+            })?),
+            Err(_) => None,
+        };
+        let bytes = from_env
+            .or(self.cache_bytes)
+            .unwrap_or(arena_blocks as u64 * VABLOCK_BYTES / DEFAULT_CACHE_SHARE);
+        Ok(((bytes / VABLOCK_BYTES) as usize).min(MAX_CACHE_SLABS))
+    }
+
     /// Pick the backend, reserve the arena, register the mailbox and start the service thread.
     pub fn build(self) -> Result<Runtime> {
         if !(self.arena_fraction > 0.0 && self.arena_fraction <= 1.0) {
@@ -160,24 +193,37 @@ impl RuntimeBuilder {
             }
         }
         let mailbox = Arc::new(Mailbox::new(self.ports)?);
-        let (backend, memory) = match opened {
+        let (backend, memory, keeper) = match opened {
             Some((context, info)) => self.cuda(context, info, &mailbox)?,
             None => {
                 let bytes = self.arena_bytes.unwrap_or(DEFAULT_SIM_ARENA_BYTES);
                 let blocks = arena_blocks(bytes)?;
-                let memory = ArenaMemory::host(blocks, self.cap_blocks(blocks));
-                let backend = Backend::Sim(SimBackend {
-                    device: CpuDevice::new(mailbox.clone()),
-                });
-                (backend, memory)
+                let cap = self.cap_blocks(blocks);
+                let memory = ArenaMemory::host(blocks, cap);
+                let mut device = CpuDevice::new(mailbox.clone());
+                let keeper = match self.cache_blocks(blocks)? {
+                    0 => None,
+                    slabs => {
+                        let channel = Arc::new(CacheChannel::new(slabs));
+                        device = device
+                            .with_caches(Arc::new(CpuCaches::new(channel.clone(), cap as u64)));
+                        Some(keeper_of(channel, slabs))
+                    }
+                };
+                (Backend::Sim(SimBackend { device }), memory, keeper)
             }
         };
         let (base, bytes) = memory.segments()[0];
         let mut config = ResolverConfig::new(base, (bytes / VABLOCK_BYTES) as usize);
         config.order = self.order;
         let resolver = Arc::new(Mutex::new(Resolver::new(config)?));
-        let service = Service::start(mailbox.clone(), resolver.clone(), self.service)
-            .map_err(|e| Error::Config(format!("the service thread did not start: {e}")))?;
+        let service = Service::start_with_caches(
+            mailbox.clone(),
+            resolver.clone(),
+            self.service,
+            keeper.clone(),
+        )
+        .map_err(|e| Error::Config(format!("the service thread did not start: {e}")))?;
         tracing::info!(
             arena_bytes = bytes,
             base = format_args!("{base:#x}"),
@@ -190,6 +236,7 @@ impl RuntimeBuilder {
             reason,
             resolver,
             service,
+            keeper,
         ))
     }
 
@@ -205,7 +252,7 @@ impl RuntimeBuilder {
         context: Arc<cudarc::driver::CudaContext>,
         info: crate::cuda::DeviceInfo,
         mailbox: &Arc<Mailbox>,
-    ) -> Result<(Backend, ArenaMemory)> {
+    ) -> Result<(Backend, ArenaMemory, Option<SharedKeeper>)> {
         use cudarc::driver::sys::CUdevice_attribute;
         let concurrent =
             context.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)?;
@@ -230,19 +277,42 @@ impl RuntimeBuilder {
             self.cap_blocks(blocks),
             self.allow_oversubscription,
         )?;
-        let pinned = PinnedMailbox::new(&context, mailbox.clone())?;
+        let mut pinned = PinnedMailbox::new(&context, mailbox.clone())?;
+        let (caches, keeper) = match self.cache_blocks(blocks)? {
+            0 => (None, None),
+            slabs => {
+                let channel = Arc::new(CacheChannel::new(slabs));
+                let cap = self.cap_blocks(blocks) as u64;
+                let caches = PinnedCaches::new(&context, channel.clone(), cap)?;
+                pinned.set_caches(caches.device());
+                (Some(caches), Some(keeper_of(channel, slabs)))
+            }
+        };
         let stream = context.new_stream()?;
         let backend = Backend::Cuda(CudaBackend {
             context,
             info,
             stream,
             pinned,
+            caches,
             compiler: OnceLock::new(),
             #[cfg(feature = "cupti")]
             faults,
         });
-        Ok((backend, memory))
+        Ok((backend, memory, keeper))
     }
+}
+
+/// The host side of the caches, shared by the service thread and the runtime.
+type SharedKeeper = Arc<Mutex<CacheKeeper>>;
+
+/// The host side of caches of `slabs` blocks at most.
+fn keeper_of(channel: Arc<CacheChannel>, slabs: usize) -> Arc<Mutex<CacheKeeper>> {
+    tracing::info!(bytes = slabs as u64 * VABLOCK_BYTES, "device caches on");
+    Arc::new(Mutex::new(CacheKeeper::new(
+        channel,
+        slabs as u64 * VABLOCK_BYTES,
+    )))
 }
 
 /// VABlocks of an arena of `bytes` (rounded down): at least two.

@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, DriverError};
-use orchestrator::{DeviceMailbox, Mailbox};
+use orchestrator::caches::{
+    CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, RING_LEN, device_array_lens, hash_len,
+};
+use orchestrator::{DeviceCaches, DeviceMailbox, Mailbox};
 use thiserror::Error;
 
 /// Why a GPU resource could not be set up.
@@ -62,6 +65,151 @@ fn device_zeroed(bytes: usize) -> Result<CUdeviceptr, GpuError> {
     Ok(ptr)
 }
 
+/// Register `host..host + bytes` as pinned memory mapped for the device (portable across
+/// contexts); its address as the device sees it.
+///
+/// # Safety
+/// The range must be a live, page-aligned host allocation that stays allocated until
+/// `cuMemHostUnregister` is called on it.
+unsafe fn register_mapped(host: usize, bytes: usize) -> Result<CUdeviceptr, GpuError> {
+    let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+    // SAFETY: the caller guarantees the range is a live allocation.
+    check("cuMemHostRegister", unsafe {
+        sys::cuMemHostRegister_v2(host as *mut c_void, bytes, flags)
+    })?;
+    let mut mapped: CUdeviceptr = 0;
+    // SAFETY: the range was registered with DEVICEMAP just above.
+    let result = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut mapped, host as *mut c_void, 0) };
+    if let Err(e) = check("cuMemHostGetDevicePointer", result) {
+        // SAFETY: registered above and not yet handed out.
+        unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+        return Err(e);
+    }
+    Ok(mapped)
+}
+
+/// The device caches' memory: the channel registered as pinned memory mapped for the device,
+/// and the device-side arrays in one device allocation.
+pub struct PinnedCaches {
+    context: Arc<CudaContext>,
+    channel: Arc<CacheChannel>,
+    max_arena_blocks: u64,
+    memory: CUdeviceptr,
+    /// Byte offset and length of each device array in `memory`.
+    arrays: [(usize, usize); DEVICE_ARRAYS],
+    device: DeviceCaches,
+}
+
+impl PinnedCaches {
+    /// Register `channel` and allocate the device arrays (zeroed) for an arena of at most
+    /// `max_arena_blocks` VABlocks.
+    pub fn new(
+        context: &Arc<CudaContext>,
+        channel: Arc<CacheChannel>,
+        max_arena_blocks: u64,
+    ) -> Result<Self, GpuError> {
+        context.bind_to_thread().map_err(|error| GpuError::Driver {
+            call: "cuCtxSetCurrent",
+            error,
+        })?;
+        let mut arrays = [(0usize, 0usize); DEVICE_ARRAYS];
+        let mut at = 0usize;
+        for (slot, (width, len)) in arrays
+            .iter_mut()
+            .zip(device_array_lens(channel.max_slabs(), max_arena_blocks))
+        {
+            *slot = (at, width * len);
+            at = (at + width * len).next_multiple_of(256);
+        }
+        let (host, bytes) = channel.region();
+        // SAFETY: the channel's own page-aligned allocation, kept alive by the Arc held here
+        // and unregistered in Drop before it is released.
+        let mapped = unsafe { register_mapped(host, bytes) }?;
+        let memory = match device_zeroed(at) {
+            Ok(memory) => memory,
+            Err(e) => {
+                // SAFETY: registered above and not yet handed out.
+                unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+                return Err(e);
+            }
+        };
+        let [filled, denied, ring, taken, demand, returns] =
+            channel.offsets().map(|o| mapped + o as u64);
+        let device = DeviceCaches {
+            classes: CACHE_CLASSES as u32,
+            max_slabs: channel.max_slabs() as u32,
+            hash_len: hash_len(max_arena_blocks) as u32,
+            ring_len: RING_LEN as u32,
+            device: arrays.map(|(offset, _)| memory + offset as u64),
+            filled,
+            denied,
+            ring,
+            taken,
+            demand,
+            returns,
+        };
+        tracing::info!(device_bytes = at, "device caches ready");
+        Ok(Self {
+            context: context.clone(),
+            channel,
+            max_arena_blocks,
+            memory,
+            arrays,
+            device,
+        })
+    }
+
+    /// What kernels get (`am::DeviceCaches`).
+    pub fn device(&self) -> DeviceCaches {
+        self.device
+    }
+
+    /// [`CpuCaches::drain`] on the device's state, copied to the host and back. No kernel may
+    /// run. Returns the slabs given back.
+    pub fn drain(&self) -> Result<usize, GpuError> {
+        self.context
+            .bind_to_thread()
+            .map_err(|error| GpuError::Driver {
+                call: "cuCtxSetCurrent",
+                error,
+            })?;
+        let state = CpuCaches::new(self.channel.clone(), self.max_arena_blocks);
+        for (index, &(offset, bytes)) in self.arrays.iter().enumerate() {
+            let mut host = vec![0u8; bytes];
+            // SAFETY: `host` has `bytes` bytes; the source is this array inside `memory`.
+            check("cuMemcpyDtoH", unsafe {
+                sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), self.memory + offset as u64, bytes)
+            })?;
+            state.load(index, &host);
+        }
+        let returned = state.drain();
+        for (index, &(offset, bytes)) in self.arrays.iter().enumerate() {
+            let host = state.save(index);
+            debug_assert_eq!(host.len(), bytes);
+            // SAFETY: as above, in the other direction.
+            check("cuMemcpyHtoD", unsafe {
+                sys::cuMemcpyHtoD_v2(self.memory + offset as u64, host.as_ptr().cast(), bytes)
+            })?;
+        }
+        Ok(returned)
+    }
+}
+
+impl Drop for PinnedCaches {
+    fn drop(&mut self) {
+        if self.context.bind_to_thread().is_err() {
+            tracing::error!("cannot bind the context to release the device caches");
+            return;
+        }
+        let (host, _) = self.channel.region();
+        // SAFETY: allocated and registered in `new`, released once, after every kernel ended.
+        unsafe {
+            let _ = sys::cuMemFree_v2(self.memory);
+            let _ = sys::cuMemHostUnregister(host as *mut c_void);
+        }
+    }
+}
+
 /// `am::DeviceMailbox` as a kernel argument, passed by value.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
@@ -87,20 +235,11 @@ impl PinnedMailbox {
             error,
         })?;
         let (host, bytes) = mailbox.region();
-        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
         // SAFETY: `host..host + bytes` is the mailbox's own page-aligned allocation, which lives
         // as long as `self` holds the Arc; it is unregistered in Drop before the Arc is released.
-        check("cuMemHostRegister", unsafe {
-            sys::cuMemHostRegister_v2(host as *mut c_void, bytes, flags)
-        })?;
-        let mut mapped: CUdeviceptr = 0;
-        // SAFETY: the range was registered with DEVICEMAP just above.
-        let mapped_result =
-            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut mapped, host as *mut c_void, 0) };
+        let mapped = unsafe { register_mapped(host, bytes) }?;
         let ports = mailbox.ports();
-        let device_arrays = check("cuMemHostGetDevicePointer", mapped_result)
-            .and_then(|()| device_zeroed(ports * 4));
-        let locks = match device_arrays {
+        let locks = match device_zeroed(ports * 4) {
             Ok(arrays) => arrays,
             Err(e) => {
                 // SAFETY: registered above and not yet handed out.
@@ -119,6 +258,7 @@ impl PinnedMailbox {
             replies,
             closed,
             locks,
+            caches: DeviceCaches::default(),
         };
         tracing::info!(ports, bytes, "mailbox registered as pinned memory");
         Ok(Self {
@@ -131,6 +271,11 @@ impl PinnedMailbox {
     /// What kernels get (`am::DeviceMailbox`).
     pub fn device(&self) -> DeviceMailbox {
         self.device
+    }
+
+    /// Give kernels these device caches too.
+    pub fn set_caches(&mut self, caches: DeviceCaches) {
+        self.device.caches = caches;
     }
 
     /// The same, ready to pass as a kernel argument.

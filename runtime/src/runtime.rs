@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
+use orchestrator::caches::{CacheKeeper, CacheStatsSnapshot};
 use orchestrator::stats::StatsSnapshot;
 use orchestrator::{LaneStatus, Resolver, ResolverCounters, Service, Status};
 use parking_lot::Mutex;
@@ -45,6 +46,7 @@ pub struct Runtime {
     resolver: Arc<Mutex<Resolver>>,
     service: Option<Service>,
     mailbox_arg: Option<MailboxArg>,
+    caches: Option<Arc<Mutex<CacheKeeper>>>,
 }
 
 /// The thread that grows the arena ahead of need (the service thread never calls CUDA). It
@@ -168,6 +170,7 @@ impl Runtime {
         reason: String,
         resolver: Arc<Mutex<Resolver>>,
         service: Service,
+        caches: Option<Arc<Mutex<CacheKeeper>>>,
     ) -> Self {
         let mailbox_arg = match &backend {
             Backend::Cuda(c) => Some(c.pinned.kernel_arg()),
@@ -184,7 +187,36 @@ impl Runtime {
             resolver,
             service: Some(service),
             mailbox_arg,
+            caches,
         }
+    }
+
+    /// The device caches' counters (`None` when they are off).
+    pub fn cache_stats(&self) -> Option<CacheStatsSnapshot> {
+        self.caches.as_ref().map(|k| k.lock().stats().snapshot())
+    }
+
+    /// Give back what the device caches hold and no object uses: each class's current slab
+    /// (its objects not handed out yet), and the slabs published ahead of need. Call it when no
+    /// kernel runs (after a synchronize): at the end of a phase, before checking that
+    /// everything was freed ([`Runtime::is_empty`]), or to hand the memory to other sizes.
+    /// Slabs with live objects stay until those are freed. Returns the slabs given back.
+    pub fn drain_caches(&self) -> Result<usize> {
+        let Some(keeper) = &self.caches else {
+            return Ok(0);
+        };
+        let drained = match &self.backend {
+            Backend::Cuda(c) => match &c.caches {
+                Some(caches) => caches.drain()?,
+                None => 0,
+            },
+            Backend::Sim(s) => s.device.caches().map_or(0, |c| c.drain()),
+        };
+        let given = keeper
+            .lock()
+            .reclaim(&mut orchestrator::service::LockedResolver(&self.resolver));
+        tracing::debug!(drained, given, "device caches drained");
+        Ok(given)
     }
 
     /// The backend running.

@@ -166,7 +166,24 @@ fn bad_host_input_gets_a_defined_error_and_leaves_the_allocator_whole() {
 
 #[test]
 fn cpu_warps_allocate_tag_check_and_free_through_the_mailbox() {
-    let rt = sim(512);
+    warps_allocate_tag_check_and_free(Some(0));
+}
+
+#[test]
+fn cpu_warps_allocate_tag_check_and_free_through_the_device_caches() {
+    warps_allocate_tag_check_and_free(None);
+}
+
+/// Mixed sizes (0, small, portion and large) from divergent lanes, every word tagged and
+/// checked, every object freed; `cache_bytes` Some(0) turns the caches off.
+fn warps_allocate_tag_check_and_free(cache_bytes: Option<u64>) {
+    let mut builder = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(512 << 20);
+    if let Some(bytes) = cache_bytes {
+        builder = builder.device_cache_bytes(bytes);
+    }
+    let rt = builder.build().unwrap();
     let mismatches = std::sync::atomic::AtomicU64::new(0);
     rt.run_warps(96, |warp| {
         let mut seed = u64::from(warp.id()) * 0x9E37_79B9 + 1;
@@ -209,7 +226,20 @@ fn cpu_warps_allocate_tag_check_and_free_through_the_mailbox() {
     .unwrap();
     assert_eq!(mismatches.into_inner(), 0);
     let counters = rt.counters();
-    assert_eq!(counters.by_status[0], 96 * 20 * 2);
+    match cache_bytes {
+        // Every allocation and every free is a request.
+        Some(0) => assert_eq!(counters.by_status[0], 96 * 20 * 2),
+        // Only warps with a lane over 32 KiB ask the host (for those lanes).
+        _ => {
+            assert!(counters.by_status[0] < 96 * 20 * 2);
+            let stats = rt.cache_stats().unwrap();
+            assert!(stats.refills > 0);
+            rt.check_invariants().unwrap();
+            assert!(!rt.is_empty(), "the current slabs are held until drained");
+            assert!(rt.drain_caches().unwrap() > 0);
+            assert_eq!(rt.cache_stats().unwrap().held_bytes, 0);
+        }
+    }
     rt.check_invariants().unwrap();
     assert!(rt.is_empty());
 }

@@ -68,6 +68,10 @@ fn log_occupancy(rt: &Runtime, name: &str, kernel: &CudaFunction) -> anyhow::Res
 }
 
 impl Rounds for GpuRounds<'_> {
+    fn runtime(&self) -> &Runtime {
+        self.rt
+    }
+
     fn systems(&self) -> Vec<System> {
         vec![
             System::Alignmalloc,
@@ -148,7 +152,7 @@ impl Rounds for GpuRounds<'_> {
             .iter()
             .filter(|&&s| s != LaneStatus::Ok as u32)
             .count() as u64;
-        super::check_empty(rt, system)?;
+        super::check_invariants(rt, system)?;
         Ok(Round {
             alloc_ms,
             free_ms,

@@ -8,7 +8,7 @@ use runtime::sim::CpuWarp;
 use runtime::{Handle, Runtime};
 use translator::WARP_LANES;
 
-use super::{Round, Rounds, System, check_empty};
+use super::{Round, Rounds, System};
 use crate::selftest::tag;
 
 pub struct SimRounds<'a> {
@@ -35,6 +35,10 @@ fn warps(
 }
 
 impl Rounds for SimRounds<'_> {
+    fn runtime(&self) -> &Runtime {
+        self.rt
+    }
+
     fn systems(&self) -> Vec<System> {
         vec![System::Alignmalloc, System::AlignmallocContiguous]
     }
@@ -111,7 +115,7 @@ impl Rounds for SimRounds<'_> {
         })?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
         super::log_service(rt, system, threads, &before, "free");
-        check_empty(rt, system)?;
+        super::check_invariants(rt, system)?;
         Ok(Round {
             alloc_ms,
             free_ms,

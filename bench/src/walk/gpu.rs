@@ -267,6 +267,7 @@ impl<'a> Walker<'a> {
             freed.iter().all(|&s| s == LaneStatus::Ok as u32),
             "{system}: a list did not free cleanly"
         );
+        rt.drain_caches()?;
         rt.check_invariants()
             .map_err(|e| anyhow::anyhow!("{system}: allocator invariants after freeing: {e}"))?;
         ensure!(

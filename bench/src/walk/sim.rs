@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use orchestrator::LaneStatus;
 use parking_lot::Mutex;
 use runtime::sim::CpuWarp;
 use runtime::{Handle, Runtime};
@@ -260,9 +261,30 @@ fn alignmalloc(
         Some(walks_agree),
         reference,
     )];
-    for h in lists.into_iter().filter(|h| !h.is_null()) {
-        rt.free(h)?;
-    }
+    // Freed by warps, as a kernel would: lists from the device caches are the device's to free.
+    let failed = AtomicU64::new(0);
+    rt.run_warps(lists.len().div_ceil(WARP_LANES) as u32, |warp| {
+        let (first, mask) = warp.lanes_of(lists.len() as u64);
+        let handles = std::array::from_fn(|l| {
+            lists
+                .get(first as usize + l)
+                .copied()
+                .filter(|_| mask >> l & 1 == 1)
+                .unwrap_or(Handle::NULL)
+        });
+        let outcome = warp.free(mask, &handles);
+        let bad = outcome
+            .lanes
+            .iter()
+            .filter(|&&s| s != LaneStatus::Ok)
+            .count();
+        failed.fetch_add(bad as u64, Ordering::Relaxed);
+    })?;
+    anyhow::ensure!(
+        failed.into_inner() == 0,
+        "{system}: a list did not free cleanly"
+    );
+    rt.drain_caches()?;
     rt.check_invariants()
         .map_err(|e| anyhow::anyhow!("{system}: allocator invariants after the walk: {e}"))?;
     anyhow::ensure!(

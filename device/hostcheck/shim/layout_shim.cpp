@@ -2,6 +2,7 @@
 // with the `translator` crate.
 #include <alignmalloc/detail/layout.h>
 #include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/cache_geometry.h>
 
 extern "C" {
 
@@ -74,6 +75,7 @@ am::u64 am_shim_record_layout(unsigned which, unsigned field) {
   using am::RequestRecord;
   using am::ReplyRecord;
   using am::DeviceMailbox;
+  using am::DeviceCaches;
   switch (which) {
     case 0:
       AM_FIELDS(RequestRecord, AM_AT(RequestRecord, op), AM_AT(RequestRecord, lane_mask),
@@ -85,11 +87,19 @@ am::u64 am_shim_record_layout(unsigned which, unsigned field) {
                 AM_AT(ReplyRecord, chunk_base), AM_AT(ReplyRecord, lane_span),
                 AM_AT(ReplyRecord, reserved), AM_AT(ReplyRecord, failed_lanes),
                 AM_AT(ReplyRecord, lane_status))
+    case 3:
+      AM_FIELDS(DeviceCaches, AM_AT(DeviceCaches, classes), AM_AT(DeviceCaches, max_slabs),
+                AM_AT(DeviceCaches, hash_len), AM_AT(DeviceCaches, ring_len),
+                AM_AT(DeviceCaches, class_words), AM_AT(DeviceCaches, returns_claimed),
+                AM_AT(DeviceCaches, filled), AM_AT(DeviceCaches, denied),
+                AM_AT(DeviceCaches, ring), AM_AT(DeviceCaches, taken),
+                AM_AT(DeviceCaches, demand), AM_AT(DeviceCaches, returns))
     default:
       AM_FIELDS(DeviceMailbox, AM_AT(DeviceMailbox, ports), AM_AT(DeviceMailbox, reserved),
                 AM_AT(DeviceMailbox, req_seq), AM_AT(DeviceMailbox, requests),
                 AM_AT(DeviceMailbox, ack_seq), AM_AT(DeviceMailbox, replies),
-                AM_AT(DeviceMailbox, closed), AM_AT(DeviceMailbox, locks))
+                AM_AT(DeviceMailbox, closed), AM_AT(DeviceMailbox, locks),
+                AM_AT(DeviceMailbox, caches))
   }
 #undef AM_FIELDS
 #undef AM_AT
@@ -103,9 +113,25 @@ am::u64 am_shim_code(unsigned which) {
       am::kStatusEmptyMask, am::kStatusBadSequence, am::kStatusShutdown, am::kStatusPartial,
       am::kStatusUnbound,
       am::kLaneOk, am::kLaneInvalidHandle, am::kLaneDoubleFree, am::kLaneInteriorPointer,
-      am::kLayoutContiguous,
+      am::kLaneCachedObject, am::kLayoutContiguous,
   };
   return which < sizeof(codes) / sizeof(codes[0]) ? codes[which] : ~0ull;
+}
+
+// Cache geometry (detail/cache_geometry.h): `what` 0 class of `x`, 1 slab blocks of class `x`,
+// 2 slab objects of class `x`, 3 generation of epoch `x`, 4 hash home of block `x` in a table of
+// `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes.
+am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
+  switch (what) {
+    case 0: return am::cache_class(x);
+    case 1: return am::cache_slab_blocks((unsigned)x);
+    case 2: return am::cache_slab_objects((unsigned)x);
+    case 3: return am::cache_epoch_generation((unsigned)x);
+    case 4: return am::cache_hash_home(x, y);
+    case 5: return am::kCacheBitmapWords;
+    case 6: return am::kCachedMaxBytes;
+    default: return am::kCacheClasses;
+  }
 }
 
 // A 12-byte element, which straddles tile edges in arranged memory.

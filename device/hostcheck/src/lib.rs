@@ -81,6 +81,7 @@ unsafe extern "C" {
     safe fn am_shim_sizeof_geometry() -> u64;
     safe fn am_shim_record_layout(which: u32, field: u32) -> u64;
     safe fn am_shim_code(which: u32) -> u64;
+    safe fn am_shim_cache(what: u32, x: u64, y: u64) -> u64;
     safe fn am_shim_offsetof_geometry(field: u32) -> u64;
     fn am_shim_ptr_store_triples(h: u64, first: u64, n: u64) -> u64;
     safe fn am_shim_ptr_address(h: u64, first: u64, index: u64, size_log2: u32) -> u64;
@@ -202,7 +203,8 @@ pub fn lane_handle(
 }
 
 /// Offset of field `field` (declaration order) of record `which` (0 `am::RequestRecord`, 1
-/// `am::ReplyRecord`, 2 `am::DeviceMailbox`); field 99 gives the size; `None` past the last field.
+/// `am::ReplyRecord`, 2 `am::DeviceMailbox`, 3 `am::DeviceCaches`, its pointers from
+/// `class_words` to `returns_claimed` read as one field); field 99 gives the size; `None` past the last field.
 pub fn record_layout(which: u32, field: u32) -> Option<u64> {
     Some(am_shim_record_layout(which, field)).filter(|&v| v != u64::MAX)
 }
@@ -213,6 +215,13 @@ pub fn codes() -> Vec<u64> {
         .map(|which: u32| am_shim_code(which))
         .take_while(|&c| c != u64::MAX)
         .collect()
+}
+
+/// The cache geometry of `detail/cache_geometry.h`: `what` 0 class of `x` (12: none), 1 slab
+/// blocks of class `x`, 2 slab objects of class `x`, 3 generation of epoch `x`, 4 block-table home
+/// of block `x` in `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes.
+pub fn cache(what: u32, x: u64, y: u64) -> u64 {
+    am_shim_cache(what, x, y)
 }
 
 /// `sizeof(am::Geometry)`.

@@ -3,7 +3,8 @@
 use std::mem::{offset_of, size_of};
 
 use orchestrator::records::{
-    CONTIGUOUS_LAYOUT, DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status,
+    CONTIGUOUS_LAYOUT, DeviceCaches, DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord,
+    Status,
 };
 
 fn check(which: u32, size: usize, offsets: &[usize]) {
@@ -74,8 +75,66 @@ fn device_mailbox_matches() {
             offset_of!(DeviceMailbox, replies),
             offset_of!(DeviceMailbox, closed),
             offset_of!(DeviceMailbox, locks),
+            offset_of!(DeviceMailbox, caches),
         ],
     );
+}
+
+#[test]
+fn device_caches_match() {
+    use orchestrator::caches::DEVICE_ARRAYS;
+    check(
+        3,
+        size_of::<DeviceCaches>(),
+        &[
+            offset_of!(DeviceCaches, classes),
+            offset_of!(DeviceCaches, max_slabs),
+            offset_of!(DeviceCaches, hash_len),
+            offset_of!(DeviceCaches, ring_len),
+            offset_of!(DeviceCaches, device),
+            offset_of!(DeviceCaches, device) + (DEVICE_ARRAYS - 1) * 8,
+            offset_of!(DeviceCaches, filled),
+            offset_of!(DeviceCaches, denied),
+            offset_of!(DeviceCaches, ring),
+            offset_of!(DeviceCaches, taken),
+            offset_of!(DeviceCaches, demand),
+            offset_of!(DeviceCaches, returns),
+        ],
+    );
+}
+
+#[test]
+fn cache_geometry_matches() {
+    use orchestrator::caches::{
+        BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, cache_class, device::epoch_generation,
+        device::hash_home, slab_blocks, slab_objects,
+    };
+    assert_eq!(hostcheck::cache(5, 0, 0), BITMAP_WORDS as u64);
+    assert_eq!(hostcheck::cache(6, 0, 0), CACHED_MAX_BYTES);
+    assert_eq!(hostcheck::cache(7, 0, 0), CACHE_CLASSES as u64);
+    let mut x = 0x1234_5678_9ABC_DEF1u64;
+    for size in (0..=70_000).chain((0..100_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })) {
+        let rust = cache_class(size).map_or(CACHE_CLASSES as u64, |c| c as u64);
+        assert_eq!(hostcheck::cache(0, size, 0), rust, "class of {size}");
+        assert_eq!(
+            hostcheck::cache(3, size % (1 << 32), 0),
+            u64::from(epoch_generation(size as u32))
+        );
+        let len = 64usize << (size % 12);
+        assert_eq!(
+            hostcheck::cache(4, size >> 21, len as u64),
+            hash_home(size >> 21, len) as u64
+        );
+    }
+    for class in 0..CACHE_CLASSES {
+        assert_eq!(hostcheck::cache(1, class as u64, 0), slab_blocks(class));
+        assert_eq!(hostcheck::cache(2, class as u64, 0), slab_objects(class));
+    }
 }
 
 #[test]

@@ -32,7 +32,7 @@
 #define AM_REQUEST_STATUSES 9
 
 // Per-object free outcomes counted by `am_counters.by_lane_status` (codes of `am::LaneStatus`).
-#define AM_LANE_STATUSES 4
+#define AM_LANE_STATUSES 5
 
 // A runtime: the arena, the mailbox and the service thread. Opaque; made by
 // `am_runtime_create`, ended by `am_runtime_destroy`.
@@ -65,7 +65,26 @@ typedef struct am_options {
   bool fault_counters;
   // `AM_SLOT_ORDER_PATTERN` (default) or `AM_SLOT_ORDER_IDENTITY`.
   uint32_t slot_order;
+  // Most bytes the device caches may hold (0: an eighth of the arena).
+  uint64_t device_cache_bytes;
+  // Turn the device caches off: every allocation asks the service thread (default false).
+  bool no_device_caches;
 } am_options;
+
+// The device caches as kernels see them: the layout of `am::DeviceCaches` (opaque to host
+// code; a test holds it equal to `orchestrator::DeviceCaches`).
+typedef struct am_device_caches {
+  // Cache classes (0: no caches).
+  uint32_t classes;
+  // Slab ids.
+  uint32_t max_slabs;
+  // Entries of the block table.
+  uint32_t hash_len;
+  // Ring entries per class.
+  uint32_t ring_len;
+  // Device addresses of the caches' arrays.
+  uint64_t addresses[17];
+} am_device_caches;
 
 // What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass
 // as a kernel argument (the default mailbox of `am::bind` needs none). The C mirror of
@@ -87,6 +106,8 @@ typedef struct am_device_mailbox {
   uint64_t closed;
   // See `req_seq`.
   uint64_t locks;
+  // The device caches (all zero: none).
+  struct am_device_caches caches;
 } am_device_mailbox;
 
 // Writes one translation unit's default mailbox (registered by `alignmalloc.cuh`); returns a
@@ -101,7 +122,8 @@ typedef struct am_counters {
   // Requests by status code: 0 ok, 1 out of memory, 2 size over limit, 3 unknown op, 4 empty
   // mask, 5 bad sequence, 6 shutdown, 7 partial (some lanes of a free failed), 8 unbound.
   uint64_t by_status[AM_REQUEST_STATUSES];
-  // Freed objects by outcome: 0 freed, 1 invalid handle, 2 double free, 3 interior pointer.
+  // Freed objects by outcome: 0 freed, 1 invalid handle, 2 double free, 3 interior pointer,
+  // 4 an object of a device cache (host frees only).
   uint64_t by_lane_status[AM_LANE_STATUSES];
   // Chunks allocated by class: small, portion, large.
   uint64_t chunks_by_class[3];
@@ -218,6 +240,9 @@ typedef struct am_fault_report {
 // A bug in alignmalloc (a caught panic, a broken invariant); the message says what.
 #define AM_ERR_INTERNAL 18
 
+// The object came from a device cache: only device code frees it (`am::free` in a kernel).
+#define AM_ERR_CACHED_OBJECT 19
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -235,6 +260,14 @@ am_status am_options_default(struct am_options *options);
 // # Safety
 // `options` is null or points to a readable `am_options`; `runtime` is null or writable.
 am_status am_runtime_create(const struct am_options *options, struct am_runtime **runtime);
+
+// Give back what the device caches hold and no object uses (`Runtime::drain_caches`): call it
+// when no kernel runs, e.g. after `cudaDeviceSynchronize`, before `am_check` asks whether
+// everything was freed. `*slabs` (if not null) gets the number of slabs given back.
+//
+// # Safety
+// `slabs` is null or writable.
+am_status am_drain_caches(struct am_runtime *runtime, uint64_t *slabs);
 
 // Destroy a runtime: wait for the kernels of its context (they may be waiting on its mailbox),
 // stop its service thread, release its arena and mailbox, and unbind it if it was bound. Every

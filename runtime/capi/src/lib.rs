@@ -108,6 +108,11 @@ fn builder_from(options: &am_options) -> Result<runtime::RuntimeBuilder, Failure
     if options.max_arena_bytes != 0 {
         b = b.max_arena_bytes(options.max_arena_bytes);
     }
+    if options.no_device_caches {
+        b = b.device_cache_bytes(0);
+    } else if options.device_cache_bytes != 0 {
+        b = b.device_cache_bytes(options.device_cache_bytes);
+    }
     Ok(b)
 }
 
@@ -150,6 +155,25 @@ pub unsafe extern "C" fn am_runtime_create(
         let token = registry::insert(built);
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { runtime.write(token) };
+        Ok(())
+    })
+}
+
+/// Give back what the device caches hold and no object uses (`Runtime::drain_caches`): call it
+/// when no kernel runs, e.g. after `cudaDeviceSynchronize`, before `am_check` asks whether
+/// everything was freed. `*slabs` (if not null) gets the number of slabs given back.
+///
+/// # Safety
+/// `slabs` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn am_drain_caches(runtime: *mut am_runtime, slabs: *mut u64) -> am_status {
+    guard("am_drain_caches", || {
+        let entry = registry::get(runtime)?;
+        let given = entry.runtime.drain_caches()?;
+        if !slabs.is_null() {
+            // SAFETY: non-null and writable by the caller's contract.
+            unsafe { slabs.write(given as u64) };
+        }
         Ok(())
     })
 }

@@ -54,9 +54,11 @@ pub const AM_ERR_CONFIG: am_status = 16;
 pub const AM_ERR_NOTHING_TO_BIND: am_status = 17;
 /// A bug in alignmalloc (a caught panic, a broken invariant); the message says what.
 pub const AM_ERR_INTERNAL: am_status = 18;
+/// The object came from a device cache: only device code frees it (`am::free` in a kernel).
+pub const AM_ERR_CACHED_OBJECT: am_status = 19;
 
 /// Every code's name, in code order.
-pub(crate) const NAMES: [&CStr; 19] = [
+pub(crate) const NAMES: [&CStr; 20] = [
     c"AM_OK",
     c"AM_ERR_NULL_ARGUMENT",
     c"AM_ERR_INVALID_RUNTIME",
@@ -76,6 +78,7 @@ pub(crate) const NAMES: [&CStr; 19] = [
     c"AM_ERR_CONFIG",
     c"AM_ERR_NOTHING_TO_BIND",
     c"AM_ERR_INTERNAL",
+    c"AM_ERR_CACHED_OBJECT",
 ];
 
 /// The name of a status code, if it is one.
@@ -116,6 +119,7 @@ pub(crate) fn lane_status_code(status: LaneStatus) -> am_status {
         LaneStatus::InvalidHandle => AM_ERR_INVALID_HANDLE,
         LaneStatus::DoubleFree => AM_ERR_DOUBLE_FREE,
         LaneStatus::InteriorPointer => AM_ERR_INTERIOR_POINTER,
+        LaneStatus::CachedObject => AM_ERR_CACHED_OBJECT,
     }
 }
 

@@ -83,6 +83,7 @@ fn every_code_has_its_name() {
         (AM_ERR_CONFIG, "AM_ERR_CONFIG"),
         (AM_ERR_NOTHING_TO_BIND, "AM_ERR_NOTHING_TO_BIND"),
         (AM_ERR_INTERNAL, "AM_ERR_INTERNAL"),
+        (AM_ERR_CACHED_OBJECT, "AM_ERR_CACHED_OBJECT"),
     ];
     assert_eq!(codes.len(), status::NAMES.len());
     for (code, name) in codes {
@@ -135,6 +136,14 @@ fn counter_arrays_hold_every_code() {
         (
             offset_of!(am_device_mailbox, locks),
             offset_of!(Rust, locks),
+        ),
+        (
+            offset_of!(am_device_mailbox, caches),
+            offset_of!(Rust, caches),
+        ),
+        (
+            offset_of!(am_device_mailbox, caches) + offset_of!(am_device_caches, addresses),
+            offset_of!(Rust, caches) + offset_of!(orchestrator::DeviceCaches, device),
         ),
     ];
     for (c, rust) in offsets {

@@ -52,6 +52,10 @@ pub struct am_options {
     pub fault_counters: bool,
     /// `AM_SLOT_ORDER_PATTERN` (default) or `AM_SLOT_ORDER_IDENTITY`.
     pub slot_order: u32,
+    /// Most bytes the device caches may hold (0: an eighth of the arena).
+    pub device_cache_bytes: u64,
+    /// Turn the device caches off: every allocation asks the service thread (default false).
+    pub no_device_caches: bool,
 }
 
 impl Default for am_options {
@@ -67,6 +71,8 @@ impl Default for am_options {
             allow_oversubscription: false,
             fault_counters: false,
             slot_order: AM_SLOT_ORDER_PATTERN,
+            device_cache_bytes: 0,
+            no_device_caches: false,
         }
     }
 }
@@ -93,6 +99,25 @@ pub struct am_device_mailbox {
     pub closed: u64,
     /// See `req_seq`.
     pub locks: u64,
+    /// The device caches (all zero: none).
+    pub caches: am_device_caches,
+}
+
+/// The device caches as kernels see them: the layout of `am::DeviceCaches` (opaque to host
+/// code; a test holds it equal to `orchestrator::DeviceCaches`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct am_device_caches {
+    /// Cache classes (0: no caches).
+    pub classes: u32,
+    /// Slab ids.
+    pub max_slabs: u32,
+    /// Entries of the block table.
+    pub hash_len: u32,
+    /// Ring entries per class.
+    pub ring_len: u32,
+    /// Device addresses of the caches' arrays.
+    pub addresses: [u64; 17],
 }
 
 impl From<DeviceMailbox> for am_device_mailbox {
@@ -111,7 +136,7 @@ pub type am_unit_binder =
 /// Request statuses counted by `am_counters.by_status` (codes of `am::Status`).
 pub const AM_REQUEST_STATUSES: usize = 9;
 /// Per-object free outcomes counted by `am_counters.by_lane_status` (codes of `am::LaneStatus`).
-pub const AM_LANE_STATUSES: usize = 4;
+pub const AM_LANE_STATUSES: usize = 5;
 
 /// What the allocator has done, for device and host requests alike.
 #[repr(C)]
@@ -120,7 +145,8 @@ pub struct am_counters {
     /// Requests by status code: 0 ok, 1 out of memory, 2 size over limit, 3 unknown op, 4 empty
     /// mask, 5 bad sequence, 6 shutdown, 7 partial (some lanes of a free failed), 8 unbound.
     pub by_status: [u64; AM_REQUEST_STATUSES],
-    /// Freed objects by outcome: 0 freed, 1 invalid handle, 2 double free, 3 interior pointer.
+    /// Freed objects by outcome: 0 freed, 1 invalid handle, 2 double free, 3 interior pointer,
+    /// 4 an object of a device cache (host frees only).
     pub by_lane_status: [u64; AM_LANE_STATUSES],
     /// Chunks allocated by class: small, portion, large.
     pub chunks_by_class: [u64; 3],

@@ -23,6 +23,8 @@
 #include <cuda/atomic>
 #include <alignmalloc/detail/layout.h>
 #include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/cache.cuh>
+#include <alignmalloc/detail/warp.cuh>
 
 namespace am {
 
@@ -47,38 +49,6 @@ struct FreeResult {
 };
 
 namespace detail {
-
-__device__ __forceinline__ u32 lane_id() {
-  u32 id;
-  asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
-  return id;
-}
-
-__device__ __forceinline__ u32 global_warp_id() {
-  const u64 block = (u64)blockIdx.x + (u64)gridDim.x * ((u64)blockIdx.y + (u64)gridDim.y * blockIdx.z);
-  const u32 threads = blockDim.x * blockDim.y * blockDim.z;
-  const u32 thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  return (u32)(block * ((threads + 31u) / 32u) + thread / 32u);
-}
-
-// Shuffles among the lanes of `mask`. A lone lane issues no warp-synchronous instruction at all:
-// on the H200, a lane shuffling with a mask of only itself while other lanes of its warp shuffle
-// among themselves (a divergent branch where one lane allocates alone) made the others' shuffles
-// pair with the wrong instructions, so requests carried other lanes' values and frees were lost.
-// device/examples/divergent.cu runs that pattern and checks every free.
-__device__ __forceinline__ bool is_lone_lane(u32 mask) { return (mask & (mask - 1)) == 0; }
-
-__device__ __forceinline__ u64 shfl64(u32 mask, u64 value, u32 source) {
-  if (is_lone_lane(mask)) return value;
-  const u32 hi = __shfl_sync(mask, (u32)(value >> 32), source);
-  const u32 lo = __shfl_sync(mask, (u32)value, source);
-  return ((u64)hi << 32) | lo;
-}
-
-__device__ __forceinline__ u32 shfl32(u32 mask, u32 value, u32 source) {
-  if (is_lone_lane(mask)) return value;
-  return __shfl_sync(mask, value, source);
-}
 
 __device__ __forceinline__ u32 load_host_word(const u32* word) {
   return cuda::atomic_ref<u32, cuda::thread_scope_system>(*const_cast<u32*>(word))
@@ -185,6 +155,22 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
 }
 
 __device__ inline u64 alloc(const DeviceMailbox& mb, u64 size, u32 op, u32* status) {
+  if (mb.caches.classes != 0) {
+    // With caches, a lane asking 0 takes no part, and sizes a cache class holds are served on
+    // the device; only the others, and lanes whose class the host denied a slab, ask the host.
+    if (size == 0) {
+      if (status) *status = kStatusOk;
+      return 0;
+    }
+    const u32 cls = cache_class(size);
+    if (cls < kCacheClasses) {
+      u64 h = 0;
+      if (cache_alloc(mb.caches, mb.closed, __activemask(), cls, &h)) {
+        if (status) *status = kStatusOk;
+        return h;
+      }
+    }
+  }
   const Reply r = call(mb, op, size);
   if (status) *status = r.status;
   const u32 lane = lane_id();
@@ -233,6 +219,22 @@ __device__ inline void* malloc_plain(const DeviceMailbox& mb, u64 size, u32* sta
 namespace detail {
 
 __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word) {
+  if (mb.caches.classes != 0) {
+    // With caches, a null takes no part, and objects of cache slabs are freed on the device.
+    FreeResult result = {kStatusOk, kLaneOk};
+    if (word == 0) return result;
+    const bool by_handle = op == kOpFree;
+    if (!by_handle || handle_kind(word) == kHandlePlain) {
+      const u64 address = by_handle ? handle_address(word) : word;
+      const u32 generation = by_handle ? handle_generation(word) : 0u;
+      bool any_failed = false;
+      if (cache_free(mb.caches, __activemask(), address, generation, &result.lane_status,
+                     &any_failed)) {
+        result.status = any_failed ? kStatusPartial : kStatusOk;
+        return result;
+      }
+    }
+  }
   const Reply r = call(mb, op, word);
   FreeResult result;
   result.status = r.status;

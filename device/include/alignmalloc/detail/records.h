@@ -31,6 +31,7 @@ enum LaneStatus : u32 {
   kLaneInvalidHandle = 1,   // points into nothing the allocator handed out
   kLaneDoubleFree = 2,      // already freed, or a stale handle
   kLaneInteriorPointer = 3, // inside a chunk, not at a lane object's start
+  kLaneCachedObject = 4,    // an object of a device cache, given to a host free (host only)
 };
 
 struct RequestRecord {
@@ -53,6 +54,35 @@ struct ReplyRecord {
   unsigned char lane_status[32];  // frees: LaneStatus per lane; allocations: each lane's generation
 };
 
+// The device caches (detail/cache.cuh): sizes, the device-memory arrays, and the channel's words
+// in pinned host memory. All zero: no caches, every allocation asks the host.
+struct DeviceCaches {
+  u32 classes;
+  u32 max_slabs;
+  u32 hash_len;              // power of two
+  u32 ring_len;              // power of two
+  // device memory
+  u64* class_words;          // per class: slab number << 40 | cursor
+  u32* class_locks;          // per class
+  u32* class_slab;           // per class and ring entry: slab id of slab number n at n % ring_len
+  u64* slab_base;            // per slab id
+  u32* slab_class;
+  u32* slab_live;
+  u32* slab_number;
+  u32* slab_epoch;
+  u32* bits;                 // per slab id, kCacheBitmapWords words: freed objects
+  u64* blocks;               // block table: (block + 1) << 32 | (slab id + 1)
+  u64* returns_claimed;      // one word
+  // pinned host memory, written by the host
+  const u32* filled;         // per class
+  const u32* denied;         // per class
+  const u64* ring;           // per class and ring entry: slab base | slab id
+  // pinned host memory, written by the device
+  u32* taken;                // per class (the class lock's holder)
+  u32* demand;               // per class (the class lock's holder)
+  u64* returns;              // max_slabs entries: lap << 32 | slab id
+};
+
 // What a kernel needs to reach the service thread; the runtime fills it in and passes it by
 // value (or binds it as the default mailbox, see alignmalloc.cuh). An all-zero mailbox (ports 0)
 // is unbound: every call through it answers kStatusUnbound without touching memory. Ports live in pinned host memory mapped for the device; the port locks live in device
@@ -68,6 +98,7 @@ struct DeviceMailbox {
   const ReplyRecord* replies; // host memory, written by the host
   const u32* closed;          // host memory, written by the host
   u32* locks;                 // device memory
+  DeviceCaches caches;        // device caches (classes 0: none)
 };
 
 constexpr u32 kRequestWords = 34;

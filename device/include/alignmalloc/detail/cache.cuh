@@ -1,0 +1,263 @@
+// alignmalloc device caches: small objects (up to 32 KiB) allocated and freed on the device.
+//
+// The CUDA twin of `orchestrator::caches::device` (the CPU warps' side, which CI runs); the
+// protocol is in `orchestrator/src/caches/mod.rs` and docs/caches.md. In short: per class, the
+// lanes asking it take their objects from the current slab with one fetch_add on the class word
+// (slab number << 40 | cursor), side by side in lane order. The warp that finds the slab used up
+// takes the class lock and moves the class to the next slab the host published (it asks once
+// with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
+// through the mailbox instead. A free finds the slab of its address in the block table, sets the
+// object's bit in the slab's bitmap (a bit already set is a double free) and counts the slab's
+// live objects down, one atomic per slab and warp; the free that reaches zero unmaps the slab,
+// clears its bitmap and posts it to the host's returns ring. No host round trip on either path
+// while the host keeps up. Device words are updated with device-scope atomics; the channel's
+// words are single-writer, read and written at system scope.
+#ifndef ALIGNMALLOC_CACHE_CUH
+#define ALIGNMALLOC_CACHE_CUH
+
+#include <cuda/atomic>
+#include <alignmalloc/detail/cache_geometry.h>
+#include <alignmalloc/detail/layout.h>
+#include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/warp.cuh>
+
+namespace am {
+namespace detail {
+
+template <typename T>
+using device_atomic = cuda::atomic_ref<T, cuda::thread_scope_device>;
+template <typename T>
+using system_atomic = cuda::atomic_ref<T, cuda::thread_scope_system>;
+
+__device__ __forceinline__ u32 cache_ballot(u32 mask, bool value) {
+  if (is_lone_lane(mask)) return value ? mask : 0u;
+  return __ballot_sync(mask, value);
+}
+
+__device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
+  if (is_lone_lane(mask)) return mask;
+  return __match_any_sync(mask, value);
+}
+
+__device__ __forceinline__ u32 cache_peek(const u32* word) {
+  return *reinterpret_cast<const volatile u32*>(word);
+}
+
+// Point block `block` at `value` (slab id + 1, or 0 for none), adding its key if new. Keys are
+// never removed, so a lookup stops at the first empty entry.
+__device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 value) {
+  const u64 key = block + 1;
+  const u64 entry = key << 32 | value;
+  u64 at = cache_hash_home(block, c.hash_len);
+  for (u32 probes = 0; probes < c.hash_len; ++probes) {
+    device_atomic<u64> slot(c.blocks[at]);
+    u64 current = slot.load(cuda::memory_order_acquire);
+    if (current >> 32 == key) {
+      slot.store(entry, cuda::memory_order_release);
+      return;
+    }
+    if (current == 0) {
+      if (slot.compare_exchange_strong(current, entry, cuda::memory_order_acq_rel,
+                                       cuda::memory_order_acquire)) {
+        return;
+      }
+      if (current >> 32 == key) {  // cannot happen: one writer per block; kept for safety
+        slot.store(entry, cuda::memory_order_release);
+        return;
+      }
+    }
+    at = (at + 1) & (c.hash_len - 1);
+  }
+}
+
+// The slab holding block `block`, or -1.
+__device__ inline int cache_slab_of_block(const DeviceCaches& c, u64 block) {
+  const u64 key = block + 1;
+  u64 at = cache_hash_home(block, c.hash_len);
+  for (u32 probes = 0; probes < c.hash_len; ++probes) {
+    const u64 current = device_atomic<u64>(c.blocks[at]).load(cuda::memory_order_acquire);
+    if (current == 0) return -1;
+    if (current >> 32 == key) return (int)(u32)current - 1;
+    at = (at + 1) & (c.hash_len - 1);
+  }
+  return -1;
+}
+
+// The class lock's holder: move class `cls` past slab number `seen`; `*asks` numbers the asks
+// it posts. 1: moved (by this or another warp); 0: the host denied the next slab, or the service
+// stopped.
+__device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* closed, u32 cls,
+                                           u32 seen, u32* asks) {
+  device_atomic<u64> word(c.class_words[cls]);
+  if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
+  const u32 index = seen;  // slab number seen + 1 is the host's entry `seen`
+  u32 ask = 0;
+  u32 pause = 64;
+  for (u32 polls = 1;; ++polls) {
+    if (cache_peek(&c.filled[cls]) > index) {
+      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+      break;
+    }
+    if (ask == 0) {
+      *asks = (*asks + 1) & 0x7FFFFFFFu;
+      ask = *asks;
+      system_atomic<u32>(c.demand[cls]).store(ask, cuda::memory_order_release);
+    }
+    if (cache_peek(&c.denied[cls]) == ask) return 0;
+    if (polls % 1024u == 0 && system_atomic<u32>(*const_cast<u32*>(closed))
+                                      .load(cuda::memory_order_acquire)) {
+      return 0;
+    }
+    __nanosleep(pause);
+    if (pause < 4096) pause *= 2;
+  }
+  const u64 entry =
+      *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
+  const u32 id = (u32)(entry & ((1u << kEntryIdBits) - 1));
+  const u64 base = entry & ~(u64)((1u << kEntryIdBits) - 1);
+  const u32 number = seen + 1;
+  device_atomic<u64>(c.slab_base[id]).store(base, cuda::memory_order_relaxed);
+  device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
+  device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
+  device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_relaxed);
+  device_atomic<u32> epoch(c.slab_epoch[id]);
+  epoch.store(epoch.load(cuda::memory_order_relaxed) + 1u, cuda::memory_order_relaxed);
+  const u64 blocks = cache_slab_blocks(cls);
+  for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, id + 1);
+  device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
+      .store(id, cuda::memory_order_relaxed);
+  word.exchange((u64)number << kSlabNumberShift, cuda::memory_order_release);
+  system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
+  return 1;
+}
+
+// One lane: move class `cls` past slab number `seen`, or learn that another warp did. The
+// class lock word is asks << 1 | held.
+__device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u32 cls, u32 seen) {
+  device_atomic<u64> word(c.class_words[cls]);
+  device_atomic<u32> lock(c.class_locks[cls]);
+  u32 pause = 32;
+  for (;;) {
+    if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
+    u32 current = lock.load(cuda::memory_order_relaxed);
+    if ((current & 1u) == 0 &&
+        lock.compare_exchange_strong(current, current | 1u, cuda::memory_order_acquire,
+                                     cuda::memory_order_relaxed)) {
+      u32 asks = current >> 1;
+      const u32 moved = cache_advance_locked(c, closed, cls, seen, &asks);
+      lock.store(asks << 1, cuda::memory_order_release);
+      return moved;
+    }
+    __nanosleep(pause);
+    if (pause < 1024) pause *= 2;
+  }
+}
+
+// The lanes of `mask` (all asking a cache class; `cls` is this lane's) allocate together.
+// true: *handle is this lane's object; false: the host denied its class a slab, ask the host.
+__device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32 mask, u32 cls,
+                                   u64* handle) {
+  const u32 lane = lane_id();
+  u32 pending = cache_match(mask, cls);
+  const u64 objects = cache_slab_objects(cls);
+  const u32 log2 = cls + kCacheMinObjectLog2;
+  for (;;) {
+    const u32 leader = __ffs(pending) - 1;
+    u64 word = 0, base = 0, generation = 0;
+    if (lane == leader) {
+      word = device_atomic<u64>(c.class_words[cls])
+                 .fetch_add((u64)__popc(pending), cuda::memory_order_acq_rel);
+      const u32 number = (u32)(word >> kSlabNumberShift);
+      if (number != 0 && (word & kCursorMask) < objects) {
+        const u32 id = device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
+                           .load(cuda::memory_order_relaxed);
+        base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+        generation = cache_epoch_generation(
+            device_atomic<u32>(c.slab_epoch[id]).load(cuda::memory_order_relaxed));
+      }
+    }
+    word = shfl64(pending, word, leader);
+    base = shfl64(pending, base, leader);
+    generation = shfl64(pending, generation, leader);
+    const u32 number = (u32)(word >> kSlabNumberShift);
+    const u64 slot = (word & kCursorMask) + __popc(pending & ((1u << lane) - 1u));
+    const bool got = number != 0 && slot < objects;
+    const u32 served = cache_ballot(pending, got);
+    if (got) {
+      *handle = handle_with_generation(handle_plain(base + (slot << log2), lane), (u32)generation);
+      return true;
+    }
+    pending &= ~served;
+    const u32 next = __ffs(pending) - 1;
+    u32 moved = 0;
+    if (lane == next) moved = cache_advance(c, closed, cls, number);
+    moved = (u32)shfl64(pending, moved, next);
+    if (!moved) return false;
+  }
+}
+
+// Every object of slab `id` was freed: unmap it, clear its bitmap, post it to the host.
+__device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
+  const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
+  const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+  const u64 blocks = cache_slab_blocks(cls);
+  for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, 0);
+  const u32 words = (u32)((cache_slab_objects(cls) + 31) / 32);
+  volatile u64* bits = reinterpret_cast<volatile u64*>(c.bits + (u64)id * kCacheBitmapWords);
+  for (u32 i = 0; i < (words + 1) / 2; ++i) bits[i] = 0;
+  const u64 i = device_atomic<u64>(*c.returns_claimed).fetch_add(1, cuda::memory_order_acq_rel);
+  const u64 lap = i / c.max_slabs + 1;
+  __threadfence_system();
+  system_atomic<u64>(c.returns[i % c.max_slabs]).store(lap << 32 | id, cuda::memory_order_release);
+}
+
+// One lane's object in slab `id`: its LaneStatus (kLaneOk: its bit is now set).
+__device__ inline u32 cache_free_one(const DeviceCaches& c, u32 id, u64 address, u32 generation) {
+  const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
+  const u32 log2 = cls + kCacheMinObjectLog2;
+  const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+  if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
+  if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
+  const u32 epoch = device_atomic<u32>(c.slab_epoch[id]).load(cuda::memory_order_relaxed);
+  if (generation != 0 && generation != cache_epoch_generation(epoch)) return kLaneDoubleFree;
+  const u64 slot = offset >> log2;
+  const u64 word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_acquire);
+  if ((u32)(word >> kSlabNumberShift) ==
+          device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed) &&
+      slot >= (word & kCursorMask)) {
+    return kLaneInvalidHandle;  // not handed out yet
+  }
+  const u32 bit = 1u << (slot % 32);
+  const u32 before = device_atomic<u32>(c.bits[(u64)id * kCacheBitmapWords + slot / 32])
+                         .fetch_or(bit, cuda::memory_order_acq_rel);
+  return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
+}
+
+// The lanes of `mask` free together; `generation` is the handle's (0 for a free by address).
+// true when this lane's address lies in a cache slab: *lane_status is its outcome and
+// *any_failed whether some lane of `mask` failed in the caches. false: ask the host.
+__device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 generation,
+                                  u32* lane_status, bool* any_failed) {
+  const int slab = address != 0 ? cache_slab_of_block(c, address >> 21) : -1;
+  const bool mine = slab >= 0;
+  const u32 status = mine ? cache_free_one(c, (u32)slab, address, generation) : (u32)kLaneOk;
+  const bool ok = mine && status == kLaneOk;
+  const u32 ok_mask = cache_ballot(mask, ok);
+  *any_failed = cache_ballot(mask, mine && !ok) != 0;
+  if (ok) {
+    const u32 same = cache_match(ok_mask, (u32)slab);
+    if (lane_id() == (u32)(__ffs(same) - 1)) {
+      const u32 n = __popc(same);
+      if (device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel) == n) {
+        cache_return_slab(c, (u32)slab);
+      }
+    }
+  }
+  *lane_status = status;
+  return mine;
+}
+
+}  // namespace detail
+}  // namespace am
+
+#endif  // ALIGNMALLOC_CACHE_CUH

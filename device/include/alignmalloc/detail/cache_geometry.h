@@ -1,0 +1,56 @@
+// alignmalloc device caches: classes and slab geometry.
+//
+// The C++ twin of `orchestrator::caches::geometry` and of the block-table hash of
+// `orchestrator::caches::device`; `device/hostcheck` holds them equal. Class c holds objects of
+// 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, at least 4096
+// objects, at most 16 blocks. Pure integer arithmetic: compiles under nvcc, NVRTC and host C++.
+#ifndef ALIGNMALLOC_CACHE_GEOMETRY_H
+#define ALIGNMALLOC_CACHE_GEOMETRY_H
+
+#include <alignmalloc/detail/layout.h>
+
+namespace am {
+
+constexpr u32 kCacheClasses = 12;
+constexpr u32 kCacheMinObjectLog2 = 4;
+constexpr u64 kCachedMaxBytes = 16ull << (kCacheClasses - 1);
+constexpr u64 kCacheSlabObjects = 4096;
+constexpr u64 kCacheMaxSlabBlocks = 16;
+constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) / 32);
+constexpr u32 kSlabNumberShift = 40;
+constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
+constexpr u32 kEntryIdBits = 21;
+
+// The class serving a lane that asks `size` bytes; kCacheClasses for 0 and sizes over 32 KiB.
+AM_HD u32 cache_class(u64 size) {
+  if (size == 0 || size > kCachedMaxBytes) return kCacheClasses;
+  u32 log2 = kCacheMinObjectLog2;
+  while ((1ull << log2) < size) ++log2;
+  return log2 - kCacheMinObjectLog2;
+}
+
+AM_HD u64 cache_class_bytes(u32 cls) { return 1ull << (cls + kCacheMinObjectLog2); }
+
+AM_HD u64 cache_slab_blocks(u32 cls) {
+  const u64 blocks = kCacheSlabObjects * cache_class_bytes(cls) / kVablockBytes;
+  return blocks < 1 ? 1 : (blocks > kCacheMaxSlabBlocks ? kCacheMaxSlabBlocks : blocks);
+}
+
+AM_HD u64 cache_slab_objects(u32 cls) {
+  return cache_slab_blocks(cls) * kVablockBytes / cache_class_bytes(cls);
+}
+
+// The generation a handle from a slab in its epoch-th life carries (1..127).
+AM_HD u32 cache_epoch_generation(u32 epoch) { return epoch % 127u + 1u; }
+
+// The block table's first probe for block number `block` in a table of `len` (a power of two)
+// entries.
+AM_HD u64 cache_hash_home(u64 block, u64 len) {
+  u32 bits = 0;
+  while ((1ull << bits) < len) ++bits;
+  return (block * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+}
+
+}  // namespace am
+
+#endif  // ALIGNMALLOC_CACHE_GEOMETRY_H

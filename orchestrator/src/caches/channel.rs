@@ -1,0 +1,179 @@
+//! The cache protocol's shared words (pinned host memory on the GPU): what the host publishes
+//! (`filled`, `denied`, `ring`) and what the device posts (`taken`, `demand`, `returns`), each
+//! array on pages of its own. Every word has one writer: the host writes the first three, the
+//! device the last three, and on the device only the holder of a class's lock writes that class's
+//! `taken` and `demand`, and only the warp that claimed a returns entry writes it.
+
+use std::sync::atomic::Ordering;
+
+use super::geometry::{CACHE_CLASSES, RING_LEN};
+use crate::shared::{SharedArrays, Width};
+use crate::sync::{AtomicU32, fence};
+
+/// A ring entry: the slab's first byte (2 MiB aligned) with its slab id in the low bits.
+pub const ENTRY_ID_BITS: u32 = 21;
+
+/// The shared words of the caches of one runtime.
+pub struct CacheChannel {
+    max_slabs: usize,
+    arrays: SharedArrays,
+}
+
+const FILLED: usize = 0;
+const DENIED: usize = 1;
+const RING: usize = 2;
+const TAKEN: usize = 3;
+const DEMAND: usize = 4;
+const RETURNS: usize = 5;
+
+impl CacheChannel {
+    /// Words for caches that hold at most `max_slabs` slabs at once (`1..2^21`).
+    pub fn new(max_slabs: usize) -> Self {
+        assert!(
+            (1..1 << ENTRY_ID_BITS).contains(&max_slabs),
+            "slab ids must fit a ring entry"
+        );
+        Self {
+            max_slabs,
+            arrays: SharedArrays::new(&[
+                (Width::U32, CACHE_CLASSES),
+                (Width::U32, CACHE_CLASSES),
+                (Width::U64, CACHE_CLASSES * RING_LEN),
+                (Width::U32, CACHE_CLASSES),
+                (Width::U32, CACHE_CLASSES),
+                (Width::U64, max_slabs),
+            ]),
+        }
+    }
+
+    /// Most slabs held at once (the returns ring's length).
+    pub fn max_slabs(&self) -> usize {
+        self.max_slabs
+    }
+
+    fn u32s(&self, which: usize) -> &[AtomicU32] {
+        self.arrays.u32s(which)
+    }
+
+    // ---- host side ------------------------------------------------------------------------
+
+    /// Slabs of `class` the device has taken.
+    pub fn taken(&self, class: usize) -> u32 {
+        self.u32s(TAKEN)[class].load(Ordering::Acquire)
+    }
+
+    /// The device's last ask for `class`: a count, bumped each time a warp finds no slab
+    /// published and waits for the host (0: none yet).
+    pub fn demand(&self, class: usize) -> u32 {
+        self.u32s(DEMAND)[class].load(Ordering::Acquire)
+    }
+
+    /// Publish slab number `index` of `class` (`filled` must be `index` and `index - taken`
+    /// below `RING_LEN`): its entry, then `filled = index + 1`.
+    pub fn publish(&self, class: usize, index: u32, base: u64, slab: u32) {
+        debug_assert_eq!(base & ((1 << ENTRY_ID_BITS) - 1), 0);
+        self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
+            .store(base | u64::from(slab), Ordering::Relaxed);
+        self.u32s(FILLED)[class].store(index + 1, Ordering::Release);
+    }
+
+    /// Take back the published slabs from `filled` on: `filled = filled` (no warp may run).
+    pub fn rewind(&self, class: usize, filled: u32) {
+        self.u32s(FILLED)[class].store(filled, Ordering::Release);
+    }
+
+    /// Tell the warp that made ask `ask` of `class` that no slab comes for it.
+    pub fn deny(&self, class: usize, ask: u32) {
+        self.u32s(DENIED)[class].store(ask, Ordering::Release);
+    }
+
+    /// The slab id in returns entry `i`, once the device has written it (for this lap).
+    pub fn returned(&self, i: u64) -> Option<u32> {
+        let entry =
+            self.arrays.u64s(RETURNS)[(i % self.max_slabs as u64) as usize].load(Ordering::Acquire);
+        (entry >> 32 == i / self.max_slabs as u64 + 1).then_some(entry as u32)
+    }
+
+    // ---- device side (what detail/cache.cuh does; CPU warps call these) --------------------
+
+    /// Slabs of `class` the host has published (relaxed; [`CacheChannel::entry`] follows with
+    /// an acquire fence, as the CUDA client does after its poll).
+    pub fn filled(&self, class: usize) -> u32 {
+        self.u32s(FILLED)[class].load(Ordering::Relaxed)
+    }
+
+    /// The last ask of `class` the host denied.
+    pub fn denied(&self, class: usize) -> u32 {
+        self.u32s(DENIED)[class].load(Ordering::Relaxed)
+    }
+
+    /// Slab number `index` of `class` as `(base, slab id)`; call after `filled` showed it.
+    pub fn entry(&self, class: usize, index: u32) -> (u64, u32) {
+        fence(Ordering::Acquire);
+        let e = self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
+            .load(Ordering::Relaxed);
+        let id_mask = (1 << ENTRY_ID_BITS) - 1;
+        (e & !id_mask, (e & id_mask) as u32)
+    }
+
+    /// Post ask number `ask` of `class` (the class lock's holder only).
+    pub fn post_demand(&self, class: usize, ask: u32) {
+        self.u32s(DEMAND)[class].store(ask, Ordering::Release);
+    }
+
+    /// Post `taken[class] = taken` (the class lock's holder only).
+    pub fn post_taken(&self, class: usize, taken: u32) {
+        self.u32s(TAKEN)[class].store(taken, Ordering::Release);
+    }
+
+    /// Post slab `slab` as returns entry `i` (the warp that claimed `i` only).
+    pub fn post_return(&self, i: u64, slab: u32) {
+        let lap = i / self.max_slabs as u64 + 1;
+        self.arrays.u64s(RETURNS)[(i % self.max_slabs as u64) as usize]
+            .store(lap << 32 | u64::from(slab), Ordering::Release);
+    }
+}
+
+#[cfg(not(loom))]
+impl CacheChannel {
+    /// The host allocation holding every array, `(address, bytes)`, for registering with the
+    /// GPU.
+    pub fn region(&self) -> (usize, usize) {
+        self.arrays.region()
+    }
+
+    /// Byte offsets in [`CacheChannel::region`] of `filled`, `denied`, `ring`, `taken`,
+    /// `demand`, `returns`.
+    pub fn offsets(&self) -> [usize; 6] {
+        self.arrays
+            .offsets()
+            .try_into()
+            .expect("the channel has six arrays")
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_returns_tell_laps_apart() {
+        let ch = CacheChannel::new(3);
+        assert_eq!(ch.filled(2), 0);
+        ch.publish(2, 0, 5 << 21, 17);
+        assert_eq!(ch.filled(2), 1);
+        assert_eq!(ch.entry(2, 0), (5 << 21, 17));
+        ch.post_demand(4, 1);
+        assert_eq!(ch.demand(4), 1);
+        ch.deny(4, 1);
+        assert_eq!(ch.denied(4), 1);
+        assert_eq!(ch.returned(0), None);
+        ch.post_return(0, 9);
+        assert_eq!(ch.returned(0), Some(9));
+        // Entry 3 shares entry 0's word: lap 1's value is not lap 2's.
+        assert_eq!(ch.returned(3), None);
+        ch.post_return(3, 1);
+        assert_eq!(ch.returned(3), Some(1));
+        assert_eq!(ch.returned(0), None);
+    }
+}

@@ -1,0 +1,512 @@
+//! The device side of the caches for CPU warps: the twin of `detail/cache.cuh`, over the same
+//! channel, with "device memory" held here. The sim backend's warps allocate and free through it,
+//! so CI runs the protocol the GPU runs.
+//!
+//! Device memory, per class: the class word (slab number << 40 | cursor; slab number 0 = none
+//! yet), the class lock (held by the warp moving the class to its next slab) and the slab id of
+//! each slab number modulo `RING_LEN`. Per slab id: its base, class, live objects (all of them
+//! when it becomes current, counted down by frees), slab number and epoch (counts its lives; a
+//! handle carries it as its generation), and its bitmap of freed objects. A hash table maps each
+//! VABlock that was ever part of a slab to the slab holding it now (or none): keys are never
+//! removed, so lookups stop at the first empty entry and the table never fills with tombstones;
+//! it has room for twice the arena's largest size in blocks.
+//!
+//! Invariants: a slab id's bitmap is all zero while the host holds the id (the device clears it
+//! before returning the slab); a slab's live count is its objects minus its freed bits; objects
+//! are never handed out twice in one life of a slab (the cursor only grows), so a bit already set
+//! is a double free.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use translator::{Handle, HandleKind, WARP_LANES};
+
+use super::channel::CacheChannel;
+use super::geometry::{
+    BITMAP_WORDS, CACHE_CLASSES, CURSOR_MASK, MIN_OBJECT_LOG2, RING_LEN, SLAB_NUMBER_SHIFT,
+    cache_class, slab_blocks, slab_objects,
+};
+use crate::records::LaneStatus;
+use crate::resolver::{lane_mask, set_lanes};
+use crate::sync::{AtomicU32, AtomicU64, spin_wait, yield_now};
+
+/// Polls of `filled` between two reads of the mailbox's closed flag.
+const POLLS_PER_CLOSED_CHECK: u32 = 1024;
+
+/// What a warp's allocation got from the caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedAlloc {
+    /// Each served lane's handle (null elsewhere).
+    pub handles: [Handle; WARP_LANES],
+    /// Lanes served from a cache.
+    pub served: u32,
+    /// Lanes of a cache class the host denied a slab: they ask through the mailbox.
+    pub fallback: u32,
+}
+
+/// What a warp's free did in the caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedFree {
+    /// Lanes whose address lies in a cache slab: judged here, never sent to the host.
+    pub handled: u32,
+    /// Their outcomes (`Ok` elsewhere).
+    pub lanes: [LaneStatus; WARP_LANES],
+}
+
+/// The generation a handle from a slab in its `epoch`-th life carries (1..=127, as the host's).
+pub fn epoch_generation(epoch: u32) -> u8 {
+    (epoch % 127 + 1) as u8
+}
+
+/// Hash table size for an arena of at most `max_arena_blocks` VABlocks.
+pub fn hash_len(max_arena_blocks: u64) -> usize {
+    (2 * max_arena_blocks).next_power_of_two().max(64) as usize
+}
+
+/// The hash table's first probe for block number `block`.
+pub fn hash_home(block: u64, len: usize) -> usize {
+    (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - len.trailing_zeros())) as usize
+}
+
+/// Number of device arrays ([`CpuCaches::arrays`]).
+pub const DEVICE_ARRAYS: usize = 11;
+
+/// One array of the device state.
+pub enum DeviceArray<'a> {
+    /// `u32` words.
+    U32(&'a [AtomicU32]),
+    /// `u64` words.
+    U64(&'a [AtomicU64]),
+}
+
+enum Advance {
+    /// The class has a newer slab: try again.
+    Moved,
+    /// The host denied the next slab (or the mailbox closed): ask through the mailbox.
+    Denied,
+}
+
+/// The device side of the caches.
+pub struct CpuCaches {
+    channel: Arc<CacheChannel>,
+    class_words: Box<[AtomicU64]>,
+    class_locks: Box<[AtomicU32]>,
+    class_slab: Box<[AtomicU32]>,
+    slab_base: Box<[AtomicU64]>,
+    slab_class: Box<[AtomicU32]>,
+    slab_live: Box<[AtomicU32]>,
+    slab_number: Box<[AtomicU32]>,
+    slab_epoch: Box<[AtomicU32]>,
+    bits: Box<[AtomicU32]>,
+    hash: Box<[AtomicU64]>,
+    returns_claimed: AtomicU64,
+}
+
+fn words<T>(n: usize, new: impl Fn() -> T) -> Box<[T]> {
+    (0..n).map(|_| new()).collect()
+}
+
+/// Element widths (bytes) and lengths of the device arrays, in [`CpuCaches::arrays`] order,
+/// for `max_slabs` slab ids and an arena of at most `max_arena_blocks` VABlocks.
+pub fn device_array_lens(
+    max_slabs: usize,
+    max_arena_blocks: u64,
+) -> [(usize, usize); DEVICE_ARRAYS] {
+    [
+        (8, CACHE_CLASSES),
+        (4, CACHE_CLASSES),
+        (4, CACHE_CLASSES * RING_LEN),
+        (8, max_slabs),
+        (4, max_slabs),
+        (4, max_slabs),
+        (4, max_slabs),
+        (4, max_slabs),
+        (4, max_slabs * BITMAP_WORDS),
+        (8, hash_len(max_arena_blocks)),
+        (8, 1),
+    ]
+}
+
+impl CpuCaches {
+    /// Device state for `channel`'s caches over an arena of at most `max_arena_blocks` blocks.
+    pub fn new(channel: Arc<CacheChannel>, max_arena_blocks: u64) -> Self {
+        let lens = device_array_lens(channel.max_slabs(), max_arena_blocks).map(|(_, n)| n);
+        let u32s = |n: usize| words(n, || AtomicU32::new(0));
+        let u64s = |n: usize| words(n, || AtomicU64::new(0));
+        Self {
+            class_words: u64s(lens[0]),
+            class_locks: u32s(lens[1]),
+            class_slab: u32s(lens[2]),
+            slab_base: u64s(lens[3]),
+            slab_class: u32s(lens[4]),
+            slab_live: u32s(lens[5]),
+            slab_number: u32s(lens[6]),
+            slab_epoch: u32s(lens[7]),
+            bits: u32s(lens[8]),
+            hash: u64s(lens[9]),
+            returns_claimed: AtomicU64::new(0),
+            channel,
+        }
+    }
+
+    /// Overwrite device array `index` with `bytes` (its words, little endian), as copied from
+    /// GPU memory.
+    pub fn load(&self, index: usize, bytes: &[u8]) {
+        match &self.arrays()[index] {
+            DeviceArray::U32(words) => {
+                for (w, b) in words.iter().zip(bytes.chunks_exact(4)) {
+                    w.store(
+                        u32::from_le_bytes(b.try_into().expect("4 bytes")),
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+            DeviceArray::U64(words) => {
+                for (w, b) in words.iter().zip(bytes.chunks_exact(8)) {
+                    w.store(
+                        u64::from_le_bytes(b.try_into().expect("8 bytes")),
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Device array `index` as bytes (its words, little endian), to copy to GPU memory.
+    pub fn save(&self, index: usize) -> Vec<u8> {
+        match &self.arrays()[index] {
+            DeviceArray::U32(words) => words
+                .iter()
+                .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
+                .collect(),
+            DeviceArray::U64(words) => words
+                .iter()
+                .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
+                .collect(),
+        }
+    }
+
+    /// Serve the lanes of `mask` whose size a cache class holds; the others are left alone.
+    pub fn alloc(
+        &self,
+        mask: u32,
+        sizes: &[u64; WARP_LANES],
+        closed: &dyn Fn() -> bool,
+    ) -> CachedAlloc {
+        let mut out = CachedAlloc {
+            handles: [Handle::NULL; WARP_LANES],
+            served: 0,
+            fallback: 0,
+        };
+        let class_of = |lane: usize| cache_class(sizes[lane]);
+        let mut eligible = mask & lane_mask(|l| class_of(l).is_some());
+        while eligible != 0 {
+            let class = class_of(eligible.trailing_zeros() as usize).expect("eligible lane");
+            let group = eligible & lane_mask(|l| class_of(l) == Some(class));
+            eligible &= !group;
+            let mut pending = group;
+            loop {
+                let n = u64::from(pending.count_ones());
+                let word = self.class_words[class].fetch_add(n, Ordering::AcqRel);
+                let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+                let cursor = word & CURSOR_MASK;
+                let objects = slab_objects(class);
+                if number > 0 && cursor < objects {
+                    let id = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
+                        .load(Ordering::Relaxed) as usize;
+                    let base = self.slab_base[id].load(Ordering::Relaxed);
+                    let generation = epoch_generation(self.slab_epoch[id].load(Ordering::Relaxed));
+                    let log2 = class as u32 + MIN_OBJECT_LOG2;
+                    for (rank, lane) in set_lanes(pending).enumerate() {
+                        let slot = cursor + rank as u64;
+                        if slot < objects {
+                            out.handles[lane] = Handle::plain(base + (slot << log2), lane as u32)
+                                .expect("arena addresses fit a handle")
+                                .with_generation(generation);
+                            pending &= !(1 << lane);
+                            out.served |= 1 << lane;
+                        }
+                    }
+                }
+                if pending == 0 {
+                    break;
+                }
+                if let Advance::Denied = self.advance(class, number, closed) {
+                    out.fallback |= pending;
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn number(&self, class: usize) -> u32 {
+        (self.class_words[class].load(Ordering::Acquire) >> SLAB_NUMBER_SHIFT) as u32
+    }
+
+    /// Move `class` past slab number `seen`, or learn that another warp did. The class lock
+    /// word is `asks << 1 | held`: its holder numbers the asks it posts.
+    fn advance(&self, class: usize, seen: u32, closed: &dyn Fn() -> bool) -> Advance {
+        loop {
+            if self.number(class) != seen {
+                return Advance::Moved;
+            }
+            let lock = self.class_locks[class].load(Ordering::Relaxed);
+            if lock & 1 == 0
+                && self.class_locks[class]
+                    .compare_exchange(lock, lock | 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                let mut asks = lock >> 1;
+                let outcome = self.advance_locked(class, seen, &mut asks, closed);
+                self.class_locks[class].store(asks << 1, Ordering::Release);
+                return outcome;
+            }
+            yield_now();
+        }
+    }
+
+    fn advance_locked(
+        &self,
+        class: usize,
+        seen: u32,
+        asks: &mut u32,
+        closed: &dyn Fn() -> bool,
+    ) -> Advance {
+        if self.number(class) != seen {
+            return Advance::Moved;
+        }
+        // Slab number `seen + 1` is the host's entry `seen`.
+        let index = seen;
+        let mut ask = None;
+        let mut polls = 0u32;
+        while self.channel.filled(class) <= index {
+            let ask = *ask.get_or_insert_with(|| {
+                *asks = (*asks + 1) & (u32::MAX >> 1);
+                self.channel.post_demand(class, *asks);
+                *asks
+            });
+            if self.channel.denied(class) == ask {
+                return Advance::Denied;
+            }
+            polls += 1;
+            if polls.is_multiple_of(POLLS_PER_CLOSED_CHECK) && closed() {
+                return Advance::Denied;
+            }
+            if polls < 64 {
+                spin_wait();
+            } else {
+                yield_now();
+            }
+        }
+        let (base, id) = self.channel.entry(class, index);
+        let slab = id as usize;
+        let number = seen + 1;
+        self.slab_base[slab].store(base, Ordering::Relaxed);
+        self.slab_class[slab].store(class as u32, Ordering::Relaxed);
+        self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
+        self.slab_number[slab].store(number, Ordering::Relaxed);
+        let epoch = self.slab_epoch[slab].load(Ordering::Relaxed);
+        self.slab_epoch[slab].store(epoch.wrapping_add(1), Ordering::Relaxed);
+        for b in 0..slab_blocks(class) {
+            self.map_block((base >> 21) + b, id + 1);
+        }
+        self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Relaxed);
+        self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
+        self.channel.post_taken(class, number);
+        Advance::Moved
+    }
+
+    /// Point block `block` at `value` (slab id + 1, or 0 for none), adding its key if new.
+    fn map_block(&self, block: u64, value: u32) {
+        let key = block + 1;
+        let entry = key << 32 | u64::from(value);
+        let len = self.hash.len();
+        let mut at = hash_home(block, len);
+        for _ in 0..len {
+            let slot = &self.hash[at];
+            let current = slot.load(Ordering::Acquire);
+            if current >> 32 == key {
+                slot.store(entry, Ordering::Release);
+                return;
+            }
+            if current == 0 {
+                match slot.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return,
+                    // Another block took it; keys are unique, so look at it again.
+                    Err(_) => continue,
+                }
+            }
+            at = (at + 1) & (len - 1);
+        }
+        unreachable!("the block table has room for every block of the arena");
+    }
+
+    /// The slab holding block `block`, if any.
+    fn slab_of_block(&self, block: u64) -> Option<usize> {
+        let key = block + 1;
+        let len = self.hash.len();
+        let mut at = hash_home(block, len);
+        for _ in 0..len {
+            let current = self.hash[at].load(Ordering::Acquire);
+            if current == 0 {
+                return None;
+            }
+            if current >> 32 == key {
+                return (current as u32).checked_sub(1).map(|id| id as usize);
+            }
+            at = (at + 1) & (len - 1);
+        }
+        None
+    }
+
+    /// Free the lanes of `mask` whose address lies in a cache slab; `words` are handles, or
+    /// object addresses when `by_address`.
+    pub fn free(&self, mask: u32, words: &[u64; WARP_LANES], by_address: bool) -> CachedFree {
+        let mut out = CachedFree {
+            handled: 0,
+            lanes: [LaneStatus::Ok; WARP_LANES],
+        };
+        let mut freed = [0u32; WARP_LANES];
+        let mut slabs = [usize::MAX; WARP_LANES];
+        for lane in set_lanes(mask) {
+            let (address, generation) = if by_address {
+                (words[lane], None)
+            } else {
+                let h = Handle(words[lane]);
+                if h.is_null() || h.kind() != HandleKind::Plain {
+                    continue;
+                }
+                (h.address(), Some(h.generation()))
+            };
+            if address == 0 {
+                continue;
+            }
+            let Some(slab) = self.slab_of_block(address >> 21) else {
+                continue;
+            };
+            out.handled |= 1 << lane;
+            out.lanes[lane] = self.free_one(slab, address, generation);
+            if out.lanes[lane] == LaneStatus::Ok {
+                slabs[lane] = slab;
+            }
+        }
+        // One count-down per slab, as the warp-aggregated atomic on the GPU.
+        for lane in 0..WARP_LANES {
+            let slab = slabs[lane];
+            if slab == usize::MAX {
+                continue;
+            }
+            let same = lane_mask(|l| slabs[l] == slab);
+            freed[lane] = same.count_ones();
+            for l in set_lanes(same) {
+                slabs[l] = usize::MAX;
+            }
+            let before = self.slab_live[slab].fetch_sub(freed[lane], Ordering::AcqRel);
+            if before == freed[lane] {
+                self.return_slab(slab);
+            }
+        }
+        out
+    }
+
+    fn free_one(&self, slab: usize, address: u64, generation: Option<u8>) -> LaneStatus {
+        let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
+        let log2 = class as u32 + MIN_OBJECT_LOG2;
+        let offset = address.wrapping_sub(self.slab_base[slab].load(Ordering::Relaxed));
+        if offset >> log2 >= slab_objects(class) {
+            return LaneStatus::InvalidHandle;
+        }
+        if offset & ((1 << log2) - 1) != 0 {
+            return LaneStatus::InteriorPointer;
+        }
+        let epoch = self.slab_epoch[slab].load(Ordering::Relaxed);
+        // Generation 0 (a free by address, or a handle made by hand) is not checked.
+        if generation.is_some_and(|g| g != 0 && g != epoch_generation(epoch)) {
+            return LaneStatus::DoubleFree; // a handle from an earlier life of the slab
+        }
+        let slot = offset >> log2;
+        let word = self.class_words[class].load(Ordering::Acquire);
+        if (word >> SLAB_NUMBER_SHIFT) as u32 == self.slab_number[slab].load(Ordering::Relaxed)
+            && slot >= word & CURSOR_MASK
+        {
+            return LaneStatus::InvalidHandle; // not handed out yet
+        }
+        let bit = 1u32 << (slot % 32);
+        let before =
+            self.bits[slab * BITMAP_WORDS + slot as usize / 32].fetch_or(bit, Ordering::AcqRel);
+        if before & bit != 0 {
+            return LaneStatus::DoubleFree;
+        }
+        LaneStatus::Ok
+    }
+
+    /// Retire every class's current slab (no warp may run): its objects not handed out yet are
+    /// marked freed (a later free of one is a double free), so the slab goes back to the host at
+    /// once if nothing of it is live, else when its last object is freed. Returns the slabs
+    /// given back now.
+    pub fn drain(&self) -> usize {
+        let mut returned = 0;
+        for class in 0..CACHE_CLASSES {
+            let word = self.class_words[class].load(Ordering::Acquire);
+            let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+            let objects = slab_objects(class);
+            let cursor = (word & CURSOR_MASK).min(objects);
+            if number == 0 || cursor == objects {
+                continue;
+            }
+            let slab = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
+                .load(Ordering::Relaxed) as usize;
+            self.class_words[class].store(
+                u64::from(number) << SLAB_NUMBER_SHIFT | objects,
+                Ordering::Release,
+            );
+            for slot in cursor..objects {
+                self.bits[slab * BITMAP_WORDS + slot as usize / 32]
+                    .fetch_or(1 << (slot % 32), Ordering::Relaxed);
+            }
+            let unclaimed = (objects - cursor) as u32;
+            if self.slab_live[slab].fetch_sub(unclaimed, Ordering::AcqRel) == unclaimed {
+                self.return_slab(slab);
+                returned += 1;
+            }
+        }
+        returned
+    }
+
+    /// The device state as arrays of words, in the order of `am::DeviceCaches`'s device
+    /// pointers: class words, class locks, class slabs, slab base, class, live, number, epoch,
+    /// bitmaps, block table, returns claimed. The cuda backend copies its device memory through
+    /// these to drain on the host.
+    pub fn arrays(&self) -> [DeviceArray<'_>; DEVICE_ARRAYS] {
+        use DeviceArray::{U32, U64};
+        [
+            U64(&self.class_words),
+            U32(&self.class_locks),
+            U32(&self.class_slab),
+            U64(&self.slab_base),
+            U32(&self.slab_class),
+            U32(&self.slab_live),
+            U32(&self.slab_number),
+            U32(&self.slab_epoch),
+            U32(&self.bits),
+            U64(&self.hash),
+            U64(std::slice::from_ref(&self.returns_claimed)),
+        ]
+    }
+
+    /// Every object of `slab` was freed: unmap it, clear its bitmap, post it to the host.
+    fn return_slab(&self, slab: usize) {
+        let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
+        let base = self.slab_base[slab].load(Ordering::Relaxed);
+        for b in 0..slab_blocks(class) {
+            self.map_block((base >> 21) + b, 0);
+        }
+        let used = (slab_objects(class) as usize).div_ceil(32);
+        for w in &self.bits[slab * BITMAP_WORDS..slab * BITMAP_WORDS + used] {
+            w.store(0, Ordering::Relaxed);
+        }
+        let i = self.returns_claimed.fetch_add(1, Ordering::AcqRel);
+        self.channel.post_return(i, slab as u32);
+    }
+}

@@ -1,0 +1,48 @@
+//! Device caches: memory the host has already placed, handed to the GPU ahead of demand, from
+//! which warps take small objects (up to 32 KiB) with one atomic and to which they free them,
+//! without a round trip to the service thread. docs/caches.md has the design and the figures.
+//!
+//! - [`geometry`]: the cache classes and slab sizes (twin of `detail/cache.cuh`'s constants).
+//! - [`channel`]: the host-device words of the protocol, in shared (pinned) memory.
+//! - [`device`]: the device side for CPU warps, the twin of `detail/cache.cuh`.
+//! - [`keeper`]: the host side, run by the service thread: refills and returned slabs.
+//!
+//! The protocol, per cache class `c` (one writer per word; the device side's own words live in
+//! device memory and are the only ones it updates with atomics):
+//!
+//! 1. host: places slab `j` (a run of VABlocks) and writes ring entry `j % RING_LEN`, then
+//!    `filled[c] = j + 1` (release). It keeps `DEPTH` slabs ahead of `taken[c]`, never more than
+//!    `RING_LEN` unconsumed, and starts only once the device took a slab (or asked for one)
+//!    since the caches were last drained.
+//! 2. device: warps take objects from the current slab with one `fetch_add` on the class word
+//!    (slab number in the high bits, cursor in the low ones). The warp that finds the slab used
+//!    up takes the class lock and moves the class to the next slab: if `filled[c]` shows it, it
+//!    sets the slab's state, maps its blocks in the block table, publishes the class word and
+//!    writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
+//!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
+//!    reached), the lanes ask through the mailbox instead.
+//! 3. device: a free sets the object's bit in its slab's bitmap (a bit already set is a double
+//!    free) and counts the slab's live objects down; the free that reaches 0 unmaps the slab,
+//!    clears its bitmap and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its
+//!    lap so the host tells new entries from old).
+//! 4. host: reads returned slabs in order and gives their blocks back to the resolver.
+//!
+//! Invariants: a slab id is in at most one of: free at the host, in a ring, current or exhausted
+//! on the device, in the returns ring; its blocks are a live cache chunk of the resolver from
+//! the moment it is placed until the host reads it back; the blocks the caches hold never exceed
+//! the configured bound.
+
+pub mod channel;
+pub mod device;
+pub mod geometry;
+pub mod keeper;
+
+pub use channel::CacheChannel;
+pub use device::{
+    CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, device_array_lens, hash_len,
+};
+pub use geometry::{
+    BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, RING_LEN, cache_class,
+    class_bytes, slab_blocks, slab_objects,
+};
+pub use keeper::{CacheKeeper, CacheStats, CacheStatsSnapshot, SlabSource};
