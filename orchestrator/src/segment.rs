@@ -584,9 +584,6 @@ impl Segment {
                 pending &= !(1 << first);
                 continue;
             };
-            // The common case in one pass: every lane gives exactly its handle into this chunk
-            // (an exact handle lies in the chunk, so the range pass is needed only for the rest).
-            let exact = pending & lane_mask(|l| handles[l] == chunk.handles[l]);
             let (base, end) = (chunk.base, chunk.base + chunk.bytes);
             if chunk.cache_class.is_some() {
                 let in_slab = pending & lane_mask(|l| (base..end).contains(&handles[l].address()));
@@ -597,6 +594,9 @@ impl Segment {
                 pending &= !in_slab;
                 continue;
             }
+            // The common case in one pass: every lane gives exactly its handle into this chunk
+            // (an exact handle lies in the chunk, so the range pass is needed only for the rest).
+            let exact = pending & lane_mask(|l| handles[l] == chunk.handles[l]);
             let in_chunk = match pending & !exact {
                 0 => pending,
                 others => {

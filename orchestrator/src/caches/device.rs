@@ -367,7 +367,6 @@ impl CpuCaches {
             handled: 0,
             lanes: [LaneStatus::Ok; WARP_LANES],
         };
-        let mut freed = [0u32; WARP_LANES];
         let mut slabs = [usize::MAX; WARP_LANES];
         for lane in set_lanes(mask) {
             let (address, generation) = if by_address {
@@ -398,12 +397,11 @@ impl CpuCaches {
                 continue;
             }
             let same = lane_mask(|l| slabs[l] == slab);
-            freed[lane] = same.count_ones();
             for l in set_lanes(same) {
                 slabs[l] = usize::MAX;
             }
-            let before = self.slab_live[slab].fetch_sub(freed[lane], Ordering::AcqRel);
-            if before == freed[lane] {
+            let freed = same.count_ones();
+            if self.slab_live[slab].fetch_sub(freed, Ordering::AcqRel) == freed {
                 self.return_slab(slab);
             }
         }

@@ -123,12 +123,9 @@ impl CacheKeeper {
         for class in 0..CACHE_CLASSES {
             moved += self.refill(class, source);
         }
-        self.stats
-            .held_bytes
-            .store(self.held_bytes(), Ordering::Relaxed);
-        self.stats
-            .peak_held_bytes
-            .fetch_max(self.held_bytes(), Ordering::Relaxed);
+        if moved > 0 {
+            self.publish_held();
+        }
         moved
     }
 
@@ -218,10 +215,17 @@ impl CacheKeeper {
             }
             self.quiet_at[class] = taken;
         }
-        self.stats
-            .held_bytes
-            .store(self.held_bytes(), Ordering::Relaxed);
+        self.publish_held();
         given
+    }
+
+    /// Show the bytes held now in the counters.
+    fn publish_held(&self) {
+        let held = self.held_bytes();
+        self.stats.held_bytes.store(held, Ordering::Relaxed);
+        self.stats
+            .peak_held_bytes
+            .fetch_max(held, Ordering::Relaxed);
     }
 
     fn take_returns(&mut self, source: &mut impl SlabSource) -> usize {
@@ -241,18 +245,6 @@ impl CacheKeeper {
             }
         }
         moved
-    }
-
-    /// Give every held slab back (the runtime ends; no kernel runs any more).
-    pub fn release_all(&mut self, source: &mut impl SlabSource) {
-        for (id, slab) in self.slabs.iter_mut().enumerate() {
-            if let Some(slab) = slab.take() {
-                source.give_slab(slab.base);
-                self.free_ids.push(id as u32);
-            }
-        }
-        self.held_blocks = 0;
-        self.stats.held_bytes.store(0, Ordering::Relaxed);
     }
 
     /// Verify the invariants listed in the module docs.
