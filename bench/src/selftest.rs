@@ -354,7 +354,7 @@ fn growth_check(backend: BackendChoice) -> anyhow::Result<Check> {
     if segments < 2 {
         check.fail("the arena did not grow".into());
     }
-    let oom = rt.counters().by_status[Status::OutOfMemory as usize];
+    let oom = rt.counters()?.by_status[Status::OutOfMemory as usize];
     check.figure("requests answered OutOfMemory while growing (retried)", oom);
     Ok(check.finish(started))
 }
@@ -498,7 +498,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             println!("{:<40} {:>8}  {p}", "", "");
         }
     }
-    let counters = rt.counters();
+    let counters = rt.counters()?;
     let report = Report {
         backend: format!("{:?}", rt.backend()),
         backend_reason: rt.backend_reason().to_string(),

@@ -94,7 +94,8 @@ pub struct DeviceCaches {
     pub ring_len: u32,
     /// Device memory: `u64` class word per class, `u32` lock per class, `u32` slab id per class
     /// and ring entry, per slab id `u64` base and `u32` class, live, number and epoch, the
-    /// bitmaps (`u32`), the block table (`u64`), one `u64` count of returns claimed.
+    /// bitmaps (`u32`), the block table (`u64`), one `u64` count of returns claimed, the free
+    /// counters (`u64`, 4 per stripe).
     pub device: [u64; crate::caches::DEVICE_ARRAYS],
     /// Host-written: `u32` filled and denied per class, `u64` ring entries.
     pub filled: u64,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, DriverError};
 use orchestrator::caches::{
-    CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, RING_LEN, device_array_lens, hash_len,
+    CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, RING_LEN,
+    device_array_lens, hash_len,
 };
 use orchestrator::{DeviceCaches, DeviceMailbox, Mailbox};
 use thiserror::Error;
@@ -162,6 +163,31 @@ impl PinnedCaches {
     /// What kernels get (`am::DeviceCaches`).
     pub fn device(&self) -> DeviceCaches {
         self.device
+    }
+
+    /// Device frees so far by outcome (`LaneStatus` code), copied on `stream` (a non-blocking
+    /// stream, so kernels that run meanwhile on others are not waited for).
+    pub fn free_counts(
+        &self,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<[u64; FREE_COUNTERS], GpuError> {
+        let (offset, bytes) = self.arrays[DEVICE_ARRAYS - 1];
+        let mut words = vec![0u64; bytes / 8];
+        // SAFETY: `words` has `bytes` bytes and outlives the copy (the stream is synchronized
+        // before it is read); the source is the counters array inside `memory`.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                words.as_mut_ptr().cast(),
+                self.memory + offset as u64,
+                bytes,
+                stream.cu_stream(),
+            )
+        })?;
+        // SAFETY: a live stream of this context.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(stream.cu_stream())
+        })?;
+        Ok(CpuCaches::free_counts(&words))
     }
 
     /// [`CpuCaches::drain`] on the device's state, copied to the host and back. No kernel may

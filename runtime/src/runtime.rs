@@ -260,9 +260,26 @@ impl Runtime {
         }
     }
 
-    /// The resolver's counters so far (device and host requests alike).
-    pub fn counters(&self) -> ResolverCounters {
-        self.resolver.lock().counters().clone()
+    /// What the allocator has done so far: the resolver's counters (device and host requests
+    /// alike) with the frees the device caches judged added (their counters are copied from the
+    /// GPU on a stream of the runtime's own).
+    pub fn counters(&self) -> Result<ResolverCounters> {
+        let mut counters = self.resolver.lock().counters().clone();
+        // Frees judged by the device caches never reach the resolver: add them.
+        let device = match &self.backend {
+            Backend::Cuda(c) => match &c.caches {
+                Some(caches) => Some(caches.free_counts(&c.stream)?),
+                None => None,
+            },
+            Backend::Sim(s) => s.device.caches().map(|c| c.frees_by_outcome()),
+        };
+        if let Some(by_outcome) = device {
+            for (total, n) in counters.by_lane_status.iter_mut().zip(by_outcome) {
+                *total += n;
+            }
+            counters.lanes_freed += by_outcome[LaneStatus::Ok as usize];
+        }
+        Ok(counters)
     }
 
     /// The service thread's statistics so far.
@@ -286,7 +303,8 @@ impl Runtime {
         r.check_invariants()
     }
 
-    /// Whether nothing is allocated (after giving quarantined chunks back).
+    /// Whether nothing is allocated (after giving quarantined chunks back). The device caches'
+    /// slabs count until [`Runtime::drain_caches`] gives them back.
     pub fn is_empty(&self) -> bool {
         let mut r = self.resolver.lock();
         r.drain_quarantine();

@@ -225,7 +225,7 @@ fn warps_allocate_tag_check_and_free(cache_bytes: Option<u64>) {
     })
     .unwrap();
     assert_eq!(mismatches.into_inner(), 0);
-    let counters = rt.counters();
+    let counters = rt.counters().unwrap();
     match cache_bytes {
         // Every allocation and every free is a request.
         Some(0) => assert_eq!(counters.by_status[0], 96 * 20 * 2),
@@ -326,4 +326,37 @@ fn fault_counters_need_the_gpu() {
             ..
         })
     ));
+}
+
+#[test]
+fn frees_the_device_caches_judge_are_counted_with_the_others() {
+    let rt = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(256 << 20)
+        .build()
+        .unwrap();
+    let before = rt.counters().unwrap();
+    rt.run_warps(1, |warp| {
+        let handles = warp.malloc(u32::MAX, &[64; 32]).unwrap();
+        assert!(
+            warp.free(u32::MAX, &handles)
+                .lanes
+                .iter()
+                .all(|&s| s == LaneStatus::Ok)
+        );
+        let again = warp.free(u32::MAX, &handles);
+        assert!(again.lanes.iter().all(|&s| s == LaneStatus::DoubleFree));
+    })
+    .unwrap();
+    let after = rt.counters().unwrap();
+    // No request reached the host, yet every free shows.
+    assert_eq!(after.by_status, before.by_status);
+    assert_eq!(after.lanes_freed - before.lanes_freed, 32);
+    let double = LaneStatus::DoubleFree as usize;
+    assert_eq!(
+        after.by_lane_status[double] - before.by_lane_status[double],
+        32
+    );
+    rt.drain_caches().unwrap();
+    assert!(rt.is_empty());
 }

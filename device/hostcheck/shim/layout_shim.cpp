@@ -90,7 +90,7 @@ am::u64 am_shim_record_layout(unsigned which, unsigned field) {
     case 3:
       AM_FIELDS(DeviceCaches, AM_AT(DeviceCaches, classes), AM_AT(DeviceCaches, max_slabs),
                 AM_AT(DeviceCaches, hash_len), AM_AT(DeviceCaches, ring_len),
-                AM_AT(DeviceCaches, class_words), AM_AT(DeviceCaches, returns_claimed),
+                AM_AT(DeviceCaches, class_words), AM_AT(DeviceCaches, counters),
                 AM_AT(DeviceCaches, filled), AM_AT(DeviceCaches, denied),
                 AM_AT(DeviceCaches, ring), AM_AT(DeviceCaches, taken),
                 AM_AT(DeviceCaches, demand), AM_AT(DeviceCaches, returns))

@@ -204,7 +204,7 @@ pub fn lane_handle(
 
 /// Offset of field `field` (declaration order) of record `which` (0 `am::RequestRecord`, 1
 /// `am::ReplyRecord`, 2 `am::DeviceMailbox`, 3 `am::DeviceCaches`, its pointers from
-/// `class_words` to `returns_claimed` read as one field); field 99 gives the size; `None` past the last field.
+/// `class_words` to `counters` read as one field); field 99 gives the size; `None` past the last field.
 pub fn record_layout(which: u32, field: u32) -> Option<u64> {
     Some(am_shim_record_layout(which, field)).filter(|&v| v != u64::MAX)
 }

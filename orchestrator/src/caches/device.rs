@@ -69,7 +69,13 @@ pub fn hash_home(block: u64, len: usize) -> usize {
 }
 
 /// Number of device arrays ([`CpuCaches::arrays`]).
-pub const DEVICE_ARRAYS: usize = 11;
+pub const DEVICE_ARRAYS: usize = 12;
+
+/// Stripes of the free counters (warps add to the stripe of their SM, so no one word is hot).
+pub const COUNTER_STRIPES: usize = 32;
+/// Free counters per stripe: one per [`LaneStatus`] a device free can answer (Ok counts freed
+/// objects).
+pub const FREE_COUNTERS: usize = 4;
 
 /// One array of the device state.
 pub enum DeviceArray<'a> {
@@ -100,6 +106,8 @@ pub struct CpuCaches {
     bits: Box<[AtomicU32]>,
     hash: Box<[AtomicU64]>,
     returns_claimed: AtomicU64,
+    /// Per stripe, frees by outcome (`LaneStatus` code 0..4).
+    counters: Box<[AtomicU64]>,
 }
 
 fn words<T>(n: usize, new: impl Fn() -> T) -> Box<[T]> {
@@ -124,6 +132,7 @@ pub fn device_array_lens(
         (4, max_slabs * BITMAP_WORDS),
         (8, hash_len(max_arena_blocks)),
         (8, 1),
+        (8, COUNTER_STRIPES * FREE_COUNTERS),
     ]
 }
 
@@ -145,6 +154,7 @@ impl CpuCaches {
             bits: u32s(lens[8]),
             hash: u64s(lens[9]),
             returns_claimed: AtomicU64::new(0),
+            counters: u64s(lens[11]),
             channel,
         }
     }
@@ -385,8 +395,11 @@ impl CpuCaches {
                 continue;
             };
             out.handled |= 1 << lane;
-            out.lanes[lane] = self.free_one(slab, address, generation);
-            if out.lanes[lane] == LaneStatus::Ok {
+            let outcome = self.free_one(slab, address, generation);
+            out.lanes[lane] = outcome;
+            // Stripe 0: CPU warps have no SM; the sums are what the host reads.
+            self.counters[outcome as usize].fetch_add(1, Ordering::Relaxed);
+            if outcome == LaneStatus::Ok {
                 slabs[lane] = slab;
             }
         }
@@ -474,7 +487,7 @@ impl CpuCaches {
 
     /// The device state as arrays of words, in the order of `am::DeviceCaches`'s device
     /// pointers: class words, class locks, class slabs, slab base, class, live, number, epoch,
-    /// bitmaps, block table, returns claimed. The cuda backend copies its device memory through
+    /// bitmaps, block table, returns claimed, free counters. The cuda backend copies its device memory through
     /// these to drain on the host.
     pub fn arrays(&self) -> [DeviceArray<'_>; DEVICE_ARRAYS] {
         use DeviceArray::{U32, U64};
@@ -490,7 +503,30 @@ impl CpuCaches {
             U32(&self.bits),
             U64(&self.hash),
             U64(std::slice::from_ref(&self.returns_claimed)),
+            U64(&self.counters),
         ]
+    }
+
+    /// Device frees so far by outcome (`LaneStatus` code), summed over the stripes of
+    /// `counters` (the words of the last device array, as [`CpuCaches::arrays`] has them).
+    pub fn free_counts(counters: &[u64]) -> [u64; FREE_COUNTERS] {
+        let mut sums = [0; FREE_COUNTERS];
+        for stripe in counters.chunks_exact(FREE_COUNTERS) {
+            for (sum, n) in sums.iter_mut().zip(stripe) {
+                *sum += n;
+            }
+        }
+        sums
+    }
+
+    /// [`CpuCaches::free_counts`] of this state.
+    pub fn frees_by_outcome(&self) -> [u64; FREE_COUNTERS] {
+        let words: Vec<u64> = self
+            .counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        Self::free_counts(&words)
     }
 
     /// Every object of `slab` was freed: unmap it, clear its bitmap, post it to the host.

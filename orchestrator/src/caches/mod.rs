@@ -39,7 +39,8 @@ pub mod keeper;
 
 pub use channel::CacheChannel;
 pub use device::{
-    CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, device_array_lens, hash_len,
+    COUNTER_STRIPES, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, FREE_COUNTERS,
+    device_array_lens, hash_len,
 };
 pub use geometry::{
     BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, RING_LEN, cache_class,

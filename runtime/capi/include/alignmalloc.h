@@ -83,7 +83,7 @@ typedef struct am_device_caches {
   // Ring entries per class.
   uint32_t ring_len;
   // Device addresses of the caches' arrays.
-  uint64_t addresses[17];
+  uint64_t addresses[18];
 } am_device_caches;
 
 // What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass
@@ -387,7 +387,7 @@ am_status am_service_stats_get(const struct am_runtime *runtime, struct am_servi
 
 // Give quarantined chunks back and check the allocator's invariants: `AM_OK`, or
 // `AM_ERR_INTERNAL` saying which broke. `*empty` (if not null) says whether nothing is
-// allocated.
+// allocated; the device caches' slabs count until `am_drain_caches` gives them back.
 //
 // # Safety
 // `empty` is null or writable.

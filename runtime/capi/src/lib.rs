@@ -458,7 +458,7 @@ pub unsafe extern "C" fn am_counters_get(
 ) -> am_status {
     guard("am_counters_get", || {
         require(counters, "counters")?;
-        let c = am_counters::from(&registry::get(runtime)?.runtime.counters());
+        let c = am_counters::from(&registry::get(runtime)?.runtime.counters()?);
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { counters.write(c) };
         Ok(())
@@ -485,7 +485,7 @@ pub unsafe extern "C" fn am_service_stats_get(
 
 /// Give quarantined chunks back and check the allocator's invariants: `AM_OK`, or
 /// `AM_ERR_INTERNAL` saying which broke. `*empty` (if not null) says whether nothing is
-/// allocated.
+/// allocated; the device caches' slabs count until `am_drain_caches` gives them back.
 ///
 /// # Safety
 /// `empty` is null or writable.

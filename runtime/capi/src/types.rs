@@ -117,7 +117,7 @@ pub struct am_device_caches {
     /// Ring entries per class.
     pub ring_len: u32,
     /// Device addresses of the caches' arrays.
-    pub addresses: [u64; 17],
+    pub addresses: [u64; 18],
 }
 
 impl From<DeviceMailbox> for am_device_mailbox {

@@ -244,6 +244,11 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   const bool ok = mine && status == kLaneOk;
   const u32 ok_mask = cache_ballot(mask, ok);
   *any_failed = cache_ballot(mask, mine && !ok) != 0;
+  u32 sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  u64* counters = c.counters + (u64)(sm % kCacheCounterStripes) * kCacheFreeCounters;
+  if (mine && !ok) atomicAdd(&counters[status], 1ull);  // bad frees: rare, one atomic each
+  if (ok && lane_id() == (u32)(__ffs(ok_mask) - 1)) atomicAdd(&counters[kLaneOk], (u64)__popc(ok_mask));
   if (ok) {
     const u32 same = cache_match(ok_mask, (u32)slab);
     if (lane_id() == (u32)(__ffs(same) - 1)) {

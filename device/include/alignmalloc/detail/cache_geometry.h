@@ -20,6 +20,8 @@ constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) /
 constexpr u32 kSlabNumberShift = 40;
 constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
 constexpr u32 kEntryIdBits = 21;
+constexpr u32 kCacheCounterStripes = 32;  // free counters: warps add to their SM's stripe
+constexpr u32 kCacheFreeCounters = 4;     // per stripe: one per LaneStatus of a device free
 
 // Leading zero bits of `x` (x != 0): one instruction on the device (both users below run on
 // every allocation and free).

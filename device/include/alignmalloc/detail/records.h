@@ -73,6 +73,7 @@ struct DeviceCaches {
   u32* bits;                 // per slab id, kCacheBitmapWords words: freed objects
   u64* blocks;               // block table: (block + 1) << 32 | (slab id + 1)
   u64* returns_claimed;      // one word
+  u64* counters;             // kCacheCounterStripes x 4: device frees by LaneStatus code
   // pinned host memory, written by the host
   const u32* filled;         // per class
   const u32* denied;         // per class
