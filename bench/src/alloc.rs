@@ -4,7 +4,9 @@
 //!   then frees it;
 //! - `random`: rounds in which every thread allocates 1 KiB to 256 KiB (a fresh draw per round)
 //!   and frees it;
-//! - `scaling`: 128 to 262 144 threads at 1 KiB and at 8 KiB.
+//! - `scaling`: 128 to 262 144 threads at 1 KiB and at 8 KiB;
+//! - `floor`: the singular test's threads asking 0 bytes: what launching and waiting for the
+//!   kernels costs without any allocation (the least any row can take).
 //!
 //! Systems, on the same sizes in the same run: `alignmalloc` (`am::malloc`),
 //! `alignmalloc-contiguous` (`am::malloc_contiguous`, arrangement off) and `cuda-malloc` (CUDA's
@@ -12,6 +14,12 @@
 //! tags the first and last word of its object and a second kernel reads the tags back (an
 //! overlap or a wrong handle shows as a bad object); every status must be Ok and, after the frees,
 //! the allocator must be empty with its invariants intact.
+//!
+//! Frees use `am::post_free`, as a program that does not need each free's status would: the
+//! device caches judge their objects in the kernel, other frees are posted to the host without
+//! waiting. The free time is the kernel's; the host answers posted frees after it, and the
+//! round then waits for those answers and checks from the counters that every object was freed
+//! and none refused.
 //!
 //! Memory: a round's objects are capped at `--budget-gib` (on the GPU the arena is a quarter of
 //! free memory). Where `threads x 2^(n+1)` would exceed it, fewer threads run, and the row says
@@ -24,7 +32,9 @@ mod sim;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use orchestrator::caches::CacheStatsSnapshot;
 use orchestrator::stats::StatsSnapshot;
+use orchestrator::{LaneStatus, ResolverCounters};
 use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
@@ -66,13 +76,16 @@ pub enum Test {
     Random,
     /// 128 to 262 144 threads at 1 KiB and 8 KiB.
     Scaling,
+    /// The harness alone: as many threads as the singular test, each asking 0 bytes (no
+    /// allocator work), so the launch and the wait for the kernel are what is timed.
+    Floor,
 }
 
 /// Options of `alloc`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Tests to run.
-    #[arg(long, value_enum, value_delimiter = ',', num_args = 1.., default_value = "singular,random,scaling")]
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1.., default_value = "floor,singular,random,scaling")]
     tests: Vec<Test>,
     /// Threads of the singular and random tests (a multiple of 32).
     #[arg(long, default_value_t = 16_384, value_parser = cli::warp_multiple)]
@@ -132,6 +145,55 @@ pub fn check_invariants(rt: &Runtime, system: System) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{}: allocator invariants after a round: {e}", system.name()))
 }
 
+/// After a free kernel that posted its frees (`am::post_free`): wait for the host's answers,
+/// then the objects of the round that were not freed (a refused or a lost free), from the
+/// counters: `objects` frees should have been counted `Ok` since `before`, and none refused.
+pub fn posted_frees_failed(
+    rt: &Runtime,
+    before: &ResolverCounters,
+    objects: u64,
+) -> anyhow::Result<u64> {
+    rt.settle()?;
+    let after = rt.counters()?;
+    let ok = LaneStatus::Ok as usize;
+    let freed = after.by_lane_status[ok] - before.by_lane_status[ok];
+    let refused: u64 = (0..after.by_lane_status.len())
+        .filter(|&s| s != ok)
+        .map(|s| after.by_lane_status[s] - before.by_lane_status[s])
+        .sum();
+    Ok(refused + objects.saturating_sub(freed))
+}
+
+/// What the device caches did during one row (all its rounds, the warm-up included).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RowCaches {
+    /// Slabs the host handed to the caches.
+    refills: u64,
+    /// Slabs the device gave back as their last object was freed (the drain at the row's end
+    /// included: it retires each class's current slab). The rest of the slabs handed out were
+    /// published ahead of need and taken back unused by that drain.
+    returns: u64,
+    /// Asks the host could not serve (those lanes went through the mailbox).
+    denials: u64,
+    /// Bytes the caches held after the last round, before the drain.
+    held_bytes: u64,
+}
+
+impl RowCaches {
+    fn between(
+        before: &CacheStatsSnapshot,
+        held_bytes: u64,
+        drained: &CacheStatsSnapshot,
+    ) -> RowCaches {
+        RowCaches {
+            refills: drained.refills - before.refills,
+            returns: drained.returns - before.returns,
+            denials: drained.denials - before.denials,
+            held_bytes,
+        }
+    }
+}
+
 /// After a row's rounds: the caches drained, nothing is left allocated.
 pub fn check_empty(rt: &Runtime, system: System) -> anyhow::Result<()> {
     if system == System::CudaMalloc {
@@ -163,6 +225,9 @@ pub struct Row {
     alloc_ms: f64,
     free_ms: f64,
     alloc_ms_rounds: Vec<f64>,
+    free_ms_rounds: Vec<f64>,
+    /// The device caches during the row (`None`: off, or a system that does not use them).
+    caches: Option<RowCaches>,
     /// Allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster).
     alloc_ratio_to_alignmalloc: Option<f64>,
     /// Objects allocated per second (median round).
@@ -210,6 +275,8 @@ fn row(
         let mut allocs = Vec::new();
         let mut frees = Vec::new();
         let mut threads = 0;
+        let rt = rounds.runtime();
+        let cache_before = rt.cache_stats();
         for r in 0..=u64::from(args.repeats) {
             let sizes = size_of_round(r);
             threads = sizes.len() as u32;
@@ -222,7 +289,15 @@ fn row(
                 frees.push(got.free_ms);
             }
         }
+        let held = rounds.runtime().cache_stats().map(|c| c.held_bytes);
         check_empty(rounds.runtime(), system)?;
+        let caches = match (system, cache_before, held, rounds.runtime().cache_stats()) {
+            (System::CudaMalloc, ..) => None,
+            (_, Some(before), Some(held), Some(drained)) => {
+                Some(RowCaches::between(&before, held, &drained))
+            }
+            _ => None,
+        };
         let alloc_ms = median(&mut allocs.clone());
         rows.push(Row {
             test,
@@ -230,8 +305,10 @@ fn row(
             threads,
             system: system.name(),
             alloc_ms,
-            free_ms: median(&mut frees),
+            free_ms: median(&mut frees.clone()),
             alloc_ms_rounds: allocs,
+            free_ms_rounds: frees,
+            caches,
             alloc_ratio_to_alignmalloc: None,
             objects_per_s: f64::from(threads) / (alloc_ms / 1e3),
             failures: totals.failures,
@@ -269,6 +346,7 @@ fn rows_per_system(args: &Args) -> u64 {
             Test::Singular => 19,
             Test::Random => 1,
             Test::Scaling => 2 * doublings,
+            Test::Floor => 1,
         })
         .sum()
 }
@@ -287,6 +365,12 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
     let mut rows = Vec::new();
     for &test in &args.tests {
         match test {
+            Test::Floor => {
+                let threads = args.threads;
+                rows.extend(row(rounds, test, "0 B".into(), &|_| {
+                    vec![0; threads as usize]
+                })?);
+            }
             Test::Singular => {
                 for n in 4..=22u32 {
                     let (lo, hi) = (1u64 << n, 1u64 << (n + 1));
@@ -329,7 +413,7 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
 fn print_table(rows: &[Row], times: &str) {
     println!("times: {times}");
     println!(
-        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>6}",
+        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>6} {:>15} {:>9}",
         "test",
         "parameter",
         "threads",
@@ -338,11 +422,13 @@ fn print_table(rows: &[Row], times: &str) {
         "free ms",
         "x ours",
         "objects/s",
-        "wrong"
+        "wrong",
+        "slabs in/back/x",
+        "held MiB"
     );
     for r in rows {
         println!(
-            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>6}",
+            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>6} {:>15} {:>9}",
             format!("{:?}", r.test).to_lowercase(),
             r.parameter,
             r.threads,
@@ -352,11 +438,22 @@ fn print_table(rows: &[Row], times: &str) {
             r.alloc_ratio_to_alignmalloc
                 .map_or("-".into(), |x| format!("{x:.2}")),
             r.objects_per_s,
-            r.failures + r.bad + r.bad_frees
+            r.failures + r.bad + r.bad_frees,
+            r.caches.map_or("-".into(), |c| format!(
+                "{}/{}/{}",
+                c.refills, c.returns, c.denials
+            )),
+            r.caches.map_or("-".into(), |c| format!(
+                "{:.0}",
+                c.held_bytes as f64 / (1 << 20) as f64
+            )),
         );
     }
     println!(
         "x ours: allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster); wrong: failed allocations, damaged objects and failed frees (0 for alignmalloc, or the run fails)"
+    );
+    println!(
+        "slabs: handed to the device caches during the row / given back with every object freed (the rest were published ahead of need and taken back unused by the drain at the row's end) / asks denied (lanes sent through the mailbox); held MiB: what the caches held before that drain"
     );
 }
 
@@ -504,11 +601,32 @@ mod tests {
         let rows = report["rows"].as_array().unwrap();
         // 19 singular sizes, one random row and 2 x 5 scaling points, by 2 systems.
         let count = |test: &str| rows.iter().filter(|r| r["test"] == test).count();
+        assert_eq!(count("floor"), 2);
         assert_eq!(count("singular"), 19 * 2);
         assert_eq!(count("random"), 2);
         assert_eq!(count("scaling"), 2 * 5 * 2);
         let n22 = rows.iter().find(|r| r["parameter"] == "22").unwrap();
         assert_eq!(n22["threads"], 128, "1 GiB / 8 MiB");
         assert!(rows.iter().all(|r| r["bad"] == 0 && r["failures"] == 0));
+        // The device caches serve up to 32 KiB (n = 4..14), and every slab comes back.
+        let ours = |n: u32| {
+            rows.iter()
+                .find(|r| {
+                    r["parameter"].as_str() == Some(n.to_string().as_str())
+                        && r["system"] == "alignmalloc"
+                })
+                .unwrap()["caches"]
+                .clone()
+        };
+        for n in 4..=22 {
+            let caches = ours(n);
+            let refills = caches["refills"].as_u64().unwrap();
+            assert_eq!(refills > 0, n <= 14, "n = {n}: {caches}");
+            assert!(caches["returns"].as_u64().unwrap() <= refills);
+            assert_eq!(caches["denials"], 0);
+        }
+        assert!(ours(4)["held_bytes"].as_u64().unwrap() >= 2 << 20);
+        let cuda_rows = rows.iter().filter(|r| r["system"] == "cuda-malloc");
+        assert!(cuda_rows.into_iter().all(|r| r["caches"].is_null()));
     }
 }

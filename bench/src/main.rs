@@ -15,6 +15,7 @@ mod patterns;
 mod plot;
 mod progress;
 mod selftest;
+mod soak;
 mod stats;
 mod uvm;
 mod walk;
@@ -81,6 +82,12 @@ enum Command {
     /// backend with CPU warps. Prints a table, writes JSON with --json, exits non-zero on any
     /// failure.
     Selftest(selftest::Args),
+    /// Soak the device caches on the GPU: by default 1e9 objects of 1 B to 32 KiB (one in 64
+    /// larger, through the host) kept live across launches, every byte tagged and checked before
+    /// its free, frees waiting and posted, bad frees whose statuses are checked, the caches
+    /// drained between launches; exits non-zero on a damaged byte, a failed allocation or free,
+    /// a misjudged bad free, an object not freed, or a broken invariant. Needs a CUDA GPU.
+    Soak(soak::Args),
     /// Calibrate the UVM simulator on the GPU: run access patterns (lockstep random, independent
     /// random, per-lane sweeps) over thread-contiguous and warp-arranged objects first written by
     /// the host, record CUPTI's migrated bytes and faults and the kernel times, replay the same
@@ -107,6 +114,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::LayoutParity(args) => parity::run(&args),
         Command::MailboxStress(args) => mailbox_stress::run(&args),
         Command::Selftest(args) => selftest::run(&args),
+        Command::Soak(args) => soak::run(&args),
         Command::UvmCalibrate(args) => uvm::calibrate(&args),
         Command::UvmOversub(args) => uvm::oversub(&args),
         Command::Walk(args) => walk::run(&args),
@@ -204,6 +212,8 @@ mod tests {
             &["selftest", "--round-threads", "0"],
             &["selftest", "--arena-mib", "1"],
             &["mailbox-stress", "--threads", "48"],
+            &["soak", "--threads", "100"],
+            &["soak", "--objects", "0"],
             &["uvm-oversub", "--threads", "33"],
         ] {
             let all: Vec<&str> = ["alignmalloc"].iter().chain(words).copied().collect();
@@ -224,7 +234,7 @@ mod tests {
             .render_long_help()
             .to_string();
         assert!(
-            help.contains("[default: singular,random,scaling]"),
+            help.contains("[default: floor,singular,random,scaling]"),
             "{help}"
         );
         for args in [

@@ -4,7 +4,8 @@
 // Every kernel takes the mailbox first (mode 2 leaves it unused) so all launch alike.
 //   am_alloc:  allocate; statuses[t] is the request's status (mode 2: OutOfMemory for a null
 //              pointer of a non-zero size).
-//   am_free:   free; statuses[t] is the lane's status (mode 2: 0).
+//   am_free:   free with am::post_free; statuses[t] is the lane's status for objects the device
+//              caches judge, 0 for frees posted to the host (mode 2: 0).
 //   am_tag:    write t's tag over the first and last 8-byte word of its object (untimed).
 //   am_check:  count the objects whose two words no longer hold t's tag (overlaps, corruption).
 #include <alignmalloc/alignmalloc.cuh>
@@ -54,7 +55,9 @@ extern "C" __global__ void am_free(am::DeviceMailbox mb, const am::u64* handles,
     statuses[t] = am::kLaneOk;
     return;
   }
-  statuses[t] = am::free(mb, handles[t]).lane_status;
+  // Posted: frees the host judges do not wait for its answer (the host's counters tell whether
+  // they all succeeded); the caches judge theirs here.
+  statuses[t] = am::post_free(mb, handles[t]).lane_status;
 }
 
 extern "C" __global__ void am_tag(am::DeviceMailbox, const am::u64* handles, const am::u64* sizes,

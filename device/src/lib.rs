@@ -94,6 +94,13 @@ pub const ALLOC: Source = Source {
     text: include_str!("../kernels/alloc.cu"),
 };
 
+/// The soak of small objects: threads keep live objects across launches, check every byte
+/// before freeing, and send bad frees whose statuses they check (`alignmalloc soak`).
+pub const SOAK: Source = Source {
+    path: "soak.cu",
+    text: include_str!("../kernels/soak.cu"),
+};
+
 /// Every kernel translation unit (CI compiles each with NVRTC).
 pub const KERNELS: &[Source] = &[
     LAYOUT_PARITY,
@@ -102,6 +109,7 @@ pub const KERNELS: &[Source] = &[
     UVM_PATTERNS,
     WALK,
     ALLOC,
+    SOAK,
 ];
 
 #[cfg(test)]

@@ -9,6 +9,11 @@
 //! closed the mailbox (never before posting, as the client); build the lanes' handles from
 //! the reply; release the lock. Warps may outnumber ports: a warp without a port keeps probing,
 //! and every port holder finishes because the host answers every in-order request.
+//!
+//! A request posted without waiting ([`CpuDevice::post_free`]) releases the port marked owed
+//! (the lock word keeps the low 30 bits of its sequence number); the next holder waits for that
+//! answer before it writes the port, so the request words have one writer at a time and the
+//! host reads each request whole. Lock word: bit 0 held, bit 1 owed, the owed number above.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,11 +24,22 @@ use crate::caches::CpuCaches;
 use crate::mailbox::Mailbox;
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
 use crate::resolver::{lane_mask, set_lanes};
-use crate::sync::{AtomicU32, spin_wait, yield_now};
+use crate::sync::{AtomicU32, fence, spin_wait, yield_now};
 
 /// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
 /// in the CUDA client).
 pub const POLLS_PER_CLOSED_CHECK: u32 = 1024;
+
+/// Lock word bit: the port is held.
+const PORT_HELD: u32 = 1;
+/// Lock word bit: the port's last request was posted without waiting and may be unanswered.
+const PORT_OWED: u32 = 2;
+/// The bits of the owed request's sequence number the lock word keeps (above the two flags).
+const OWED_SEQ_MASK: u32 = u32::MAX >> 2;
+
+fn owed_lock_word(seq: u32) -> u32 {
+    (seq & OWED_SEQ_MASK) << 2 | PORT_OWED
+}
 
 /// What the GPU keeps in device memory for the mailbox: a lock per port.
 pub struct CpuDevice {
@@ -69,17 +85,20 @@ impl CpuDevice {
         (warp.wrapping_mul(0x9E37_79B1) as usize) % self.mailbox.ports()
     }
 
-    /// Take a port's lock: the home port, else the next free one, probing with backoff.
-    fn lock_port(&self, warp: u32) -> usize {
+    /// Take a port's lock: the home port, else the next free one, probing with backoff. Returns
+    /// the port and its lock word as it was.
+    fn lock_port(&self, warp: u32) -> (usize, u32) {
         let ports = self.mailbox.ports();
         let mut port = self.home_port(warp);
         let mut tries = 0u32;
         loop {
-            if self.locks[port]
-                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            let was = self.locks[port].load(Ordering::Relaxed);
+            if was & PORT_HELD == 0
+                && self.locks[port]
+                    .compare_exchange(was, PORT_HELD, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
             {
-                return port;
+                return (port, was);
             }
             port = (port + 1) % ports;
             tries += 1;
@@ -89,35 +108,72 @@ impl CpuDevice {
         }
     }
 
-    /// Send one request from warp `warp` and wait for its reply.
-    pub fn call(&self, warp: u32, mut request: RequestRecord) -> ReplyRecord {
-        request.warp = warp;
-        let port = self.lock_port(warp);
-        // The lock holder is the port's only device writer and the last request on it was
-        // acknowledged before the lock was released: the next number is the acknowledged one + 1.
-        let seq = self.mailbox.acknowledged(port).wrapping_add(1);
-        self.mailbox.post_request(port, seq, &request);
+    /// Wait until the host acknowledged `seq` (compared under `mask`) on `port`, then acquire
+    /// what it wrote; `false` when the mailbox closed first.
+    fn wait_ack(&self, port: usize, seq: u32, mask: u32) -> bool {
+        // Polled relaxed, as the CUDA client does; the fence after the poll that matches makes
+        // it an acquire.
+        let answered = || {
+            let done = (self.mailbox.acknowledged(port) ^ seq) & mask == 0;
+            if done {
+                fence(Ordering::Acquire);
+            }
+            done
+        };
         let mut spins = 0u32;
-        let reply = loop {
-            if let Some(reply) = self.mailbox.take_reply(port, seq) {
-                break reply;
+        loop {
+            if answered() {
+                return true;
             }
             spins += 1;
             if spins.is_multiple_of(POLLS_PER_CLOSED_CHECK) && self.mailbox.is_closed() {
                 // The host may still have answered between the two reads.
-                break self
-                    .mailbox
-                    .take_reply(port, seq)
-                    .unwrap_or(ReplyRecord::status(Status::Shutdown));
+                return answered();
             }
             if spins < 64 {
                 spin_wait();
             } else {
                 yield_now();
             }
+        }
+    }
+
+    /// Send one request from warp `warp` and wait for its reply (`Shutdown` when the host
+    /// closed the mailbox without answering).
+    pub fn call(&self, warp: u32, request: RequestRecord) -> ReplyRecord {
+        self.send(warp, request, true)
+    }
+
+    /// Post `request`; if `wait`, wait for the reply and return it, else return `Ok`.
+    fn send(&self, warp: u32, mut request: RequestRecord, wait: bool) -> ReplyRecord {
+        request.warp = warp;
+        let (port, was) = self.lock_port(warp);
+        // A request posted without waiting came before this one: its answer first.
+        if was & PORT_OWED != 0 && !self.wait_ack(port, was >> 2, OWED_SEQ_MASK) {
+            self.locks[port].store(was, Ordering::Release);
+            return ReplyRecord::status(Status::Shutdown);
+        }
+        // The last request on the port was acknowledged and acquired before this point (by the
+        // wait above, or by the previous holder before it released the lock, which the lock's
+        // acquire follows): the next number is the acknowledged one + 1.
+        let seq = self.mailbox.acknowledged(port).wrapping_add(1);
+        self.mailbox.post_request(port, seq, &request);
+        if !wait {
+            self.locks[port].store(owed_lock_word(seq), Ordering::Release);
+            return ReplyRecord::status(Status::Ok);
+        }
+        let reply = if self.wait_ack(port, seq, u32::MAX) {
+            self.mailbox.take_reply(port, seq)
+        } else {
+            None
         };
-        self.locks[port].store(0, Ordering::Release);
-        reply
+        let unlocked = if reply.is_some() {
+            0
+        } else {
+            owed_lock_word(seq)
+        };
+        self.locks[port].store(unlocked, Ordering::Release);
+        reply.unwrap_or(ReplyRecord::status(Status::Shutdown))
     }
 
     /// `malloc` from the lanes in `mask`, lane `l` asking `sizes[l]` bytes; arranged unless
@@ -174,7 +230,14 @@ impl CpuDevice {
 
     /// `free` from the lanes in `mask`, lane `l` giving back `handles[l]`.
     pub fn free(&self, warp: u32, mask: u32, handles: &[Handle; WARP_LANES]) -> FreeOutcome {
-        self.free_words(warp, mask, Op::Free, handles.map(|h| h.0))
+        self.free_words(warp, mask, Op::Free, handles.map(|h| h.0), true)
+    }
+
+    /// [`CpuDevice::free`] without waiting for the host (`am::post_free`): cache objects are
+    /// judged at once as by `free`; the other lanes are posted and show `Ok` here, their outcome
+    /// counted and kept by the host when it answers.
+    pub fn post_free(&self, warp: u32, mask: u32, handles: &[Handle; WARP_LANES]) -> FreeOutcome {
+        self.free_words(warp, mask, Op::Free, handles.map(|h| h.0), false)
     }
 
     /// `free(void*)` from the lanes in `mask`, lane `l` giving back the object whose first byte
@@ -185,12 +248,19 @@ impl CpuDevice {
         mask: u32,
         addresses: &[u64; WARP_LANES],
     ) -> FreeOutcome {
-        self.free_words(warp, mask, Op::FreePointer, *addresses)
+        self.free_words(warp, mask, Op::FreePointer, *addresses, true)
     }
 
-    fn free_words(&self, warp: u32, mask: u32, op: Op, words: [u64; WARP_LANES]) -> FreeOutcome {
+    fn free_words(
+        &self,
+        warp: u32,
+        mask: u32,
+        op: Op,
+        words: [u64; WARP_LANES],
+        wait: bool,
+    ) -> FreeOutcome {
         let Some(caches) = &self.caches else {
-            return self.free_requested(warp, mask, op, words);
+            return self.free_requested(warp, mask, op, words, wait);
         };
         let local = caches.free(mask, &words, op == Op::FreePointer);
         let rest = mask & !local.handled & lane_mask(|l| words[l] != 0);
@@ -199,7 +269,7 @@ impl CpuDevice {
                 status: Status::Ok,
                 lanes: [LaneStatus::Ok; WARP_LANES],
             },
-            _ => self.free_requested(warp, rest, op, words),
+            _ => self.free_requested(warp, rest, op, words, wait),
         };
         for lane in set_lanes(local.handled) {
             outcome.lanes[lane] = local.lanes[lane];
@@ -216,6 +286,7 @@ impl CpuDevice {
         mask: u32,
         op: Op,
         words: [u64; WARP_LANES],
+        wait: bool,
     ) -> FreeOutcome {
         let request = RequestRecord {
             op: op as u32,
@@ -224,7 +295,7 @@ impl CpuDevice {
             reserved: 0,
             words,
         };
-        let reply = self.call(warp, request);
+        let reply = self.send(warp, request, wait);
         FreeOutcome {
             status: Status::from_code(reply.status).unwrap_or(Status::UnknownOp),
             lanes: reply

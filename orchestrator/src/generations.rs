@@ -15,7 +15,7 @@
 //! back to a stale generation much sooner; the GPU once caught a stale free that way with 3-bit
 //! generations and no quarantine (docs/mailbox.md).
 
-use translator::{GENERATIONS, WARP_LANES};
+use translator::{CACHE_GENERATIONS_START, WARP_LANES};
 
 use crate::regions::{ArenaRegions, Region};
 use crate::resolver::set_lanes;
@@ -39,10 +39,14 @@ pub struct Generations {
     rest: Vec<u8>,
 }
 
-/// The next generation after `counter`: 1..=127, cycling (written to compile without a branch).
+/// The next generation after `counter`: 1..=63, cycling (64.. are the device caches').
 fn bumped(counter: u8) -> u8 {
     let next = counter.wrapping_add(1);
-    if next >= GENERATIONS { 1 } else { next }
+    if next >= CACHE_GENERATIONS_START {
+        1
+    } else {
+        next
+    }
 }
 
 impl Generations {
@@ -81,6 +85,18 @@ impl Generations {
         here || region == Region::Rest
             && offset.is_multiple_of(SMALL_GRANULE)
             && self.small[(offset / SMALL_COUNTED) as usize] != 0
+    }
+
+    /// Whether an object of a portion or large chunk once started exactly at `address`: a page
+    /// outside the small space whose counter moved. (Small units count per 256 bytes, so they
+    /// cannot tell an old object's start from a place beside it.)
+    pub fn tile_start_seen(&self, address: u64) -> bool {
+        matches!(
+            self.regions.locate(address),
+            Some((Region::Rest, offset))
+                if offset.is_multiple_of(TILE_GRANULE)
+                    && self.rest[(offset / TILE_GRANULE) as usize] != 0
+        )
     }
 
     /// Stamp one new chunk at `base` (every object in one region) whose lanes in `live` have
@@ -176,8 +192,8 @@ mod tests {
         );
         assert!(!g.seen(a + 8), "not a granule start");
         assert!(!g.seen(BASE + 512), "no object started in that unit");
-        // Counters cycle through 1..=127.
-        for expect in (4..128).chain([1, 2]) {
+        // Counters cycle through 1..=63 (64.. are the device caches').
+        for expect in (4..64).chain([1, 2]) {
             assert_eq!(stamp(&mut g, &[(0, a)]), [expect]);
         }
         assert_eq!(

@@ -33,7 +33,7 @@ pub use records::{
     DeviceCaches, DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status,
 };
 pub use resolver::{
-    Allocation, GROWTH_MARK, GrowthSignal, Resolver, ResolverConfig, ResolverCounters,
-    ResolverError,
+    Allocation, BadFree, GROWTH_MARK, GrowthSignal, KEPT_BAD_FREES, Resolver, ResolverConfig,
+    ResolverCounters, ResolverError,
 };
 pub use service::{Server, Service, ServiceConfig};

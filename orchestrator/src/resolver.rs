@@ -12,7 +12,8 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder, WARP_LANES, lane_handles,
+    Arrangement, CACHE_GENERATIONS_START, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder,
+    WARP_LANES, lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
@@ -96,6 +97,21 @@ pub struct ResolverCounters {
     pub lanes_freed: u64,
 }
 
+/// A free the resolver refused, as [`Resolver::last_bad_frees`] keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadFree {
+    /// Its rank among all the bad frees the resolver judged (1 = the first).
+    pub number: u64,
+    /// The handle given (for a free by address, the handle of the object starting there, or
+    /// a plain handle of the address when none does).
+    pub handle: Handle,
+    /// Why it was refused.
+    pub outcome: LaneStatus,
+}
+
+/// Bad frees [`Resolver::last_bad_frees`] keeps.
+pub const KEPT_BAD_FREES: usize = 64;
+
 /// A successful allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocation {
@@ -124,6 +140,9 @@ pub struct Resolver {
     counters: ResolverCounters,
     /// An allocation found no room since [`Resolver::take_out_of_memory`] last looked.
     out_of_memory_seen: bool,
+    /// The last [`KEPT_BAD_FREES`] bad frees, oldest first.
+    bad_frees: std::collections::VecDeque<BadFree>,
+    bad_free_count: u64,
     /// Who wants to know that the arena should grow ([`Resolver::on_growth_wanted`]).
     growth_signal: Option<GrowthSignal>,
 }
@@ -136,6 +155,8 @@ impl Resolver {
             config,
             counters: ResolverCounters::default(),
             out_of_memory_seen: false,
+            bad_frees: std::collections::VecDeque::with_capacity(KEPT_BAD_FREES),
+            bad_free_count: 0,
             growth_signal: None,
         })
     }
@@ -180,6 +201,13 @@ impl Resolver {
         &self.counters
     }
 
+    /// The last bad frees (at most [`KEPT_BAD_FREES`], oldest first): what a program that posted
+    /// its frees without waiting reads to learn which failed. Each is also counted in
+    /// [`ResolverCounters::by_lane_status`].
+    pub fn last_bad_frees(&self) -> Vec<BadFree> {
+        self.bad_frees.iter().copied().collect()
+    }
+
     /// Segments: (first byte, bytes) of each.
     pub fn segments(&self) -> Vec<(u64, u64)> {
         self.segments.iter().map(Segment::range).collect()
@@ -212,6 +240,15 @@ impl Resolver {
     /// Live chunks.
     pub fn live_chunks(&self) -> usize {
         self.segments.iter().map(Segment::live_chunks).sum()
+    }
+
+    /// The live chunks, one line each (base, size, cache class, lanes, live lanes and their
+    /// handles): for diagnosing what a program left allocated.
+    pub fn describe_live_chunks(&self) -> Vec<String> {
+        self.segments
+            .iter()
+            .flat_map(Segment::describe_live_chunks)
+            .collect()
     }
 
     /// Freed chunks waiting in the quarantine.
@@ -514,8 +551,42 @@ impl Resolver {
             outcomes[lane] = LaneStatus::InvalidHandle;
         }
         failed |= pending;
+        // A handle with a device cache's generation where no cache slab is now: its slab went
+        // back with every object freed, so this is a second free, not an unknown handle.
+        for lane in set_lanes(failed) {
+            let h = handles[lane];
+            if outcomes[lane] == LaneStatus::InvalidHandle
+                && h.generation() >= CACHE_GENERATIONS_START
+                && self.segment_of(h.address()).is_some()
+            {
+                outcomes[lane] = LaneStatus::DoubleFree;
+            }
+        }
         self.count_frees(handles, given & !failed, &outcomes, failed);
         (outcomes, failed)
+    }
+
+    /// Keep a bad free in the list of the last ones, and log it (the 1st, 2nd, 4th, 8th, ...:
+    /// a program that frees badly in a loop does not flood the log).
+    fn keep_bad_free(&mut self, handle: Handle, outcome: LaneStatus) {
+        self.bad_free_count += 1;
+        let number = self.bad_free_count;
+        if self.bad_frees.len() == KEPT_BAD_FREES {
+            self.bad_frees.pop_front();
+        }
+        self.bad_frees.push_back(BadFree {
+            number,
+            handle,
+            outcome,
+        });
+        if number.is_power_of_two() {
+            tracing::warn!(
+                number,
+                handle = format_args!("{:#x}", handle.0),
+                ?outcome,
+                "bad free (every one is counted; the last {KEPT_BAD_FREES} are kept, see last_bad_frees)"
+            );
+        }
     }
 
     /// Count the lanes `freed` and those that `failed` (with their outcomes), and trace each.
@@ -532,6 +603,7 @@ impl Resolver {
         self.counters.lanes_freed += freed_count;
         for lane in set_lanes(failed) {
             self.counters.by_lane_status[outcomes[lane] as usize] += 1;
+            self.keep_bad_free(handles[lane], outcomes[lane]);
         }
         if tracing::enabled!(tracing::Level::TRACE) {
             for lane in set_lanes(freed | failed) {

@@ -16,11 +16,13 @@
 //! Every live chunk is recorded by its base address with the handles its lanes were given, so a
 //! free is checked against exactly what was handed out: a handle equal to a live lane's handle is
 //! freed; one whose object was freed, or whose address now holds a newer object (its 7-bit
-//! generation differs), is a double free; one that points inside a chunk but not at a lane's start
-//! is an interior pointer; anything else is invalid. Generations count per 256-byte unit of the
-//! small space and per page elsewhere, advanced once by each chunk with an object starting there
-//! ([`Generations`]), so a stale handle passes for a live one only after 127 chunks started
-//! objects in its unit (documented limit). An object-start address in no live chunk, in a unit
+//! generation differs), is a double free, and so is one that points inside a newer portion or
+//! large chunk's object exactly where an older object started (a tile start); one that points inside a chunk elsewhere than at a
+//! lane's start is an interior pointer; anything else is invalid. Generations count per 256-byte
+//! unit of the small space and per page elsewhere, advanced once by each chunk with an object
+//! starting there ([`Generations`]), cycling through 1..=63 (64..=127 are the device caches'), so
+//! a stale handle passes for a live one only after 63 chunks started objects in its unit
+//! (documented limit). An object-start address in no live chunk, in a unit
 //! where an object once started, is a double free; any other is invalid.
 //!
 //! Freed chunks wait in a quarantine (bounded by chunks and bytes, FIFO) before their places go
@@ -44,8 +46,8 @@ use std::collections::VecDeque;
 
 use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
 use translator::{
-    Arrangement, Geometry, Handle, LEAF_BYTES, SMALL_UNIT_BYTES, SizeClass, WARP_LANES, handles_at,
-    lane_offsets,
+    Arrangement, CACHE_GENERATIONS_START, Geometry, Handle, LEAF_BYTES, SMALL_UNIT_BYTES,
+    SizeClass, WARP_LANES, handles_at, lane_offsets,
 };
 
 use crate::caches::class_bytes;
@@ -299,6 +301,27 @@ impl Segment {
     /// Live chunks.
     pub(crate) fn live_chunks(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// The live chunks, for diagnosis: what each holds and what of it is still live.
+    pub(crate) fn describe_live_chunks(&self) -> Vec<String> {
+        self.chunks
+            .iter()
+            .map(|c| {
+                let live: Vec<String> = set_lanes(c.live)
+                    .map(|l| format!("{:#x}", c.handles[l].0))
+                    .collect();
+                format!(
+                    "chunk {:#x} of {} bytes, cache class {:?}, lanes {:#010x}, live {:#010x}: {}",
+                    c.base,
+                    c.bytes,
+                    c.cache_class,
+                    c.lanes,
+                    c.live,
+                    live.join(" ")
+                )
+            })
+            .collect()
     }
 
     /// Freed chunks waiting in the quarantine.
@@ -588,7 +611,14 @@ impl Segment {
             if chunk.cache_class.is_some() {
                 let in_slab = pending & lane_mask(|l| (base..end).contains(&handles[l].address()));
                 for lane in set_lanes(in_slab) {
-                    outcomes[lane] = LaneStatus::CachedObject;
+                    // A handle the host made (generation 1..64) into blocks the caches hold now:
+                    // its chunk was freed before the blocks became a slab.
+                    let generation = handles[lane].generation();
+                    outcomes[lane] = if generation != 0 && generation < CACHE_GENERATIONS_START {
+                        LaneStatus::DoubleFree
+                    } else {
+                        LaneStatus::CachedObject
+                    };
                 }
                 failed |= in_slab;
                 pending &= !in_slab;
@@ -606,7 +636,14 @@ impl Segment {
             let freed = exact & chunk.live;
             chunk.live &= !freed;
             for lane in set_lanes(in_chunk & !freed) {
-                let outcome = Self::judge(chunk, handles[lane]);
+                let mut outcome = Self::judge(chunk, handles[lane]);
+                // Inside a live object, exactly where an older portion or large object started:
+                // the handle of that freed object, under a newer chunk (a double free).
+                if outcome == LaneStatus::InteriorPointer
+                    && self.generations.tile_start_seen(handles[lane].address())
+                {
+                    outcome = LaneStatus::DoubleFree;
+                }
                 outcomes[lane] = outcome;
                 failed |= u32::from(outcome != LaneStatus::Ok) << lane;
             }
@@ -635,22 +672,22 @@ impl Segment {
     fn mismatch(chunk: &LiveChunk, handle: Handle) -> LaneStatus {
         let address = handle.address();
         let expected = chunk.handles[handle.lane() as usize];
-        if !expected.is_null() && address == expected.address() {
-            // Same object start, other bits differ: an older generation is a stale handle.
-            return if handle.with_generation(expected.generation()) == expected {
-                LaneStatus::DoubleFree
-            } else {
-                LaneStatus::InvalidHandle
-            };
-        }
-        if chunk
-            .handles
-            .iter()
-            .any(|h| !h.is_null() && h.address() == address)
-        {
-            LaneStatus::InvalidHandle // another lane's object start under a forged lane field
+        // At the start of this lane's object, or of another lane's: a handle of another
+        // generation is an older object's that started there (a second free, whatever its other
+        // bits say); of the same generation, a handle made up (a forged lane or tile field).
+        let here = if !expected.is_null() && address == expected.address() {
+            Some(expected)
         } else {
-            LaneStatus::InteriorPointer
+            chunk
+                .handles
+                .iter()
+                .copied()
+                .find(|h| !h.is_null() && h.address() == address)
+        };
+        match here {
+            Some(object) if object.generation() != handle.generation() => LaneStatus::DoubleFree,
+            Some(_) => LaneStatus::InvalidHandle,
+            None => LaneStatus::InteriorPointer,
         }
     }
 

@@ -307,6 +307,7 @@ impl Drop for CloseOnUnwind {
 pub struct Service {
     stop: Arc<AtomicBool>,
     stats: Arc<ServiceStats>,
+    mailbox: Arc<Mailbox>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -363,6 +364,7 @@ impl Service {
         Ok(Self {
             stop,
             stats,
+            mailbox,
             thread: Some(thread),
         })
     }
@@ -370,6 +372,17 @@ impl Service {
     /// The live statistics.
     pub fn stats(&self) -> &Arc<ServiceStats> {
         &self.stats
+    }
+
+    /// Requests posted and not answered yet (frees posted without waiting stay so until the
+    /// thread's next sweep).
+    pub fn unanswered(&self) -> usize {
+        let mut pending = 0;
+        self.mailbox.scan_pending(0..self.mailbox.ports(), |_, _| {
+            pending += 1;
+            true
+        });
+        pending
     }
 
     /// Stop the thread: serve what is pending, close the mailbox, answer late requests with

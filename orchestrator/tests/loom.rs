@@ -1,7 +1,8 @@
-//! Model-checked protocol: every interleaving (up to loom's preemption bound) of device warps and
-//! the host over one port, on the real code: the mailbox, the CPU client's port lock and
-//! [`CpuDevice::call`], and the service's [`Server::serve_once`] over a real resolver (the
-//! protocol's words are loom's atomics under `--cfg loom`; see `orchestrator::sync`). Run with
+//! Model-checked protocols: every interleaving (up to loom's preemption bound) of device warps and
+//! the host, on the real code: over one mailbox port, the mailbox, the CPU client's port lock and
+//! [`CpuDevice::call`], and the service's [`Server::serve_once`] over a real resolver; for the
+//! device caches, the CPU warps' [`CpuCaches`] against the service's [`CacheKeeper`] over a real
+//! resolver (the protocols' words are loom's atomics under `--cfg loom`; see `orchestrator::sync`). Run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p orchestrator --test loom --release`.
 #![cfg(loom)]
 
@@ -9,9 +10,12 @@ use std::sync::Arc;
 
 use bytemuck::Zeroable;
 use loom::thread;
+use orchestrator::caches::{CacheChannel, CacheKeeper, CachedAlloc, CachedFree, CpuCaches};
 use orchestrator::cpu::CpuDevice;
 use orchestrator::stats::ServiceStats;
-use orchestrator::{Mailbox, ReplyRecord, RequestRecord, Resolver, ResolverConfig, Server, Status};
+use orchestrator::{
+    LaneStatus, Mailbox, ReplyRecord, RequestRecord, Resolver, ResolverConfig, Server, Status,
+};
 use parking_lot::Mutex;
 use translator::Handle;
 
@@ -165,6 +169,26 @@ fn close_never_strands_a_waiting_warp() {
     });
 }
 
+/// The real server over `resolver`, on its own thread, until it answered `count` requests.
+fn serve_real(
+    mailbox: &Arc<Mailbox>,
+    resolver: &Arc<Mutex<Resolver>>,
+    count: usize,
+) -> thread::JoinHandle<()> {
+    let (mailbox, resolver) = (mailbox.clone(), resolver.clone());
+    thread::spawn(move || {
+        let stats = Arc::new(ServiceStats::default());
+        let mut server = Server::new(mailbox, resolver, stats, 1);
+        let mut served = 0;
+        while served < count {
+            match server.serve_once() {
+                0 => thread::yield_now(),
+                n => served += n,
+            }
+        }
+    })
+}
+
 /// Two warps share the mailbox's only port through the real client, and the real server answers.
 /// The port lock hands the port over: the second warp reads the acknowledged sequence number
 /// relaxed right after taking the lock, which is sound only because the first warp saw that
@@ -181,20 +205,7 @@ fn two_warps_hand_one_port_over_through_the_real_client_and_server() {
             Resolver::new(ResolverConfig::new(1 << 40, 4)).unwrap(),
         ));
         let device = Arc::new(CpuDevice::new(mailbox.clone()));
-        let host = {
-            let (mailbox, resolver) = (mailbox.clone(), resolver.clone());
-            thread::spawn(move || {
-                let stats = Arc::new(ServiceStats::default());
-                let mut server = Server::new(mailbox, resolver, stats, 1);
-                let mut served = 0;
-                while served < 2 {
-                    match server.serve_once() {
-                        0 => thread::yield_now(),
-                        n => served += n,
-                    }
-                }
-            })
-        };
+        let host = serve_real(&mailbox, &resolver, 2);
         // Lane sizes differ per warp, so each warp can tell its own reply from the other's.
         let warp = |id: u32, device: Arc<CpuDevice>| {
             move || {
@@ -226,6 +237,272 @@ fn two_warps_hand_one_port_over_through_the_real_client_and_server() {
             });
             assert_eq!(reply.status, Status::Ok as u32);
         }
+        resolver.drain_quarantine();
+        resolver.check_invariants().unwrap();
+        assert!(resolver.is_empty());
+    });
+}
+
+// ---- the device caches: real CPU warps (`CpuCaches`) against the real keeper -----------------
+
+/// The class of the tests below: 32 KiB objects, 1024 to a slab of 16 blocks (the fewest
+/// objects, so a drain's steps stay few).
+const CLASS: usize = 11;
+const OBJECT: u64 = 32 << 10;
+/// VABlocks of the modelled arena: room for four slabs of [`CLASS`].
+const ARENA_BLOCKS: usize = 64;
+
+/// Interleavings each cache model explores before it stops (each execution also creates the
+/// caches' bitmaps, thousands of atomics, so executions are slow).
+const CACHE_INTERLEAVINGS: usize = 20_000;
+
+fn model_caches(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(1);
+    // A host sweeping while the warps spin makes long executions (hundreds of turns).
+    builder.max_branches = 200_000;
+    builder.max_permutations = Some(CACHE_INTERLEAVINGS);
+    builder.check(f);
+}
+
+/// The caches of an arena of [`ARENA_BLOCKS`] at 1 TiB holding at most `bound_blocks` blocks;
+/// the resolver hands out addresses and touches no memory.
+fn caches(bound_blocks: u64) -> (Arc<CacheChannel>, Arc<CpuCaches>, CacheKeeper, Resolver) {
+    let channel = Arc::new(CacheChannel::new(2));
+    let caches = Arc::new(CpuCaches::new(channel.clone(), ARENA_BLOCKS as u64));
+    let keeper = CacheKeeper::new(channel.clone(), bound_blocks << 21);
+    let resolver = Resolver::new(ResolverConfig::new(1 << 40, ARENA_BLOCKS)).unwrap();
+    (channel, caches, keeper, resolver)
+}
+
+/// The service thread's part: tend the caches until `done` says the warps need it no more
+/// (a host that sweeps forever would let the model checker run it forever); hands keeper and
+/// resolver back.
+fn tend_until(
+    mut keeper: CacheKeeper,
+    mut resolver: Resolver,
+    done: impl Fn(&CacheKeeper) -> bool + Send + 'static,
+) -> thread::JoinHandle<(CacheKeeper, Resolver)> {
+    thread::spawn(move || {
+        while !done(&keeper) {
+            if keeper.tend(&mut resolver) == 0 {
+                thread::yield_now();
+            }
+        }
+        (keeper, resolver)
+    })
+}
+
+/// A warp's allocation of `lanes` objects of [`CLASS`].
+fn cached_alloc(caches: &CpuCaches, lanes: u32) -> CachedAlloc {
+    let mut sizes = [0u64; 32];
+    sizes[..lanes as usize].fill(OBJECT);
+    caches.alloc((1u64 << lanes) as u32 - 1, &sizes, &|| false)
+}
+
+/// A warp's free of `handles` (the non-null ones).
+fn cached_free(caches: &CpuCaches, handles: &[Handle]) -> CachedFree {
+    let mut words = [0u64; 32];
+    for (w, h) in words.iter_mut().zip(handles) {
+        *w = h.0;
+    }
+    let mask = (1u64 << handles.len()) as u32 - 1;
+    caches.free(mask, &words, false)
+}
+
+/// Give everything back: drain the caches (no warp runs), reclaim, and check that the keeper
+/// and the resolver are whole and empty.
+fn drain_to_empty(caches: &CpuCaches, keeper: &mut CacheKeeper, resolver: &mut Resolver) {
+    caches.drain();
+    keeper.reclaim(resolver);
+    keeper.check().unwrap();
+    assert_eq!(keeper.held_bytes(), 0);
+    resolver.drain_quarantine();
+    resolver.check_invariants().unwrap();
+    assert!(resolver.is_empty());
+}
+
+/// Two warps find the class empty at once: one takes the class lock and asks, the other waits
+/// for the slab instead of asking again; the host answers; both are served objects of their own,
+/// side by side in one slab. The host, tending meanwhile, never holds more than its bound and
+/// never publishes a slab twice.
+#[test]
+fn warps_racing_for_an_empty_class_make_one_ask_and_share_its_slab() {
+    model_caches(|| {
+        let (channel, caches, keeper, resolver) = caches(ARENA_BLOCKS as u64);
+        // Once a slab is taken, four objects come from it without the host.
+        let host = {
+            let channel = channel.clone();
+            tend_until(keeper, resolver, move |_| channel.taken(CLASS) > 0)
+        };
+        let other = {
+            let caches = caches.clone();
+            thread::spawn(move || cached_alloc(&caches, 2))
+        };
+        let mine = cached_alloc(&caches, 2);
+        let theirs = other.join().unwrap();
+        let (mut keeper, mut resolver) = host.join().unwrap();
+
+        assert_eq!((mine.served, mine.fallback), (0b11, 0));
+        assert_eq!((theirs.served, theirs.fallback), (0b11, 0));
+        let mut addresses: Vec<u64> = [mine, theirs]
+            .iter()
+            .flat_map(|a| a.handles[..2].iter().map(|h| h.address()))
+            .collect();
+        addresses.sort_unstable();
+        let first = addresses[0];
+        assert_eq!(
+            addresses,
+            (0..4).map(|i| first + i * OBJECT).collect::<Vec<_>>(),
+            "four objects side by side"
+        );
+        keeper.check().unwrap();
+        // One warp asked; the other waited for that slab.
+        assert_eq!(channel.demand(CLASS), 1);
+        for (alloc, lanes) in [(mine, 0b11u32), (theirs, 0b11)] {
+            let freed = cached_free(&caches, &alloc.handles[..2]);
+            assert_eq!(freed.handled, lanes);
+            assert!(freed.lanes[..2].iter().all(|s| *s == LaneStatus::Ok));
+        }
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// The host cannot place a slab (its bound is below one): the warp that asked is denied and
+/// sends its lanes through the mailbox, as does the warp that waited on the same class; neither
+/// waits forever, and nothing is held.
+#[test]
+fn a_denied_ask_sends_the_waiting_warps_to_the_mailbox() {
+    model_caches(|| {
+        let (_, caches, keeper, resolver) = caches(8);
+        // Each warp asks once in turn (the second finds the class unmoved) and is denied.
+        let host = tend_until(keeper, resolver, |k| k.stats().snapshot().denials == 2);
+        let other = {
+            let caches = caches.clone();
+            thread::spawn(move || cached_alloc(&caches, 1))
+        };
+        let mine = cached_alloc(&caches, 1);
+        let theirs = other.join().unwrap();
+        let (mut keeper, mut resolver) = host.join().unwrap();
+        for a in [mine, theirs] {
+            assert_eq!((a.served, a.fallback), (0, 1));
+        }
+        assert_eq!(keeper.stats().snapshot().peak_held_bytes, 0);
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// Two objects taken from a slab (the host serving the ask), then a drain that retires the slab
+/// with both still live.
+fn retired_slab_with_two_objects() -> (Arc<CpuCaches>, CacheKeeper, Resolver, CachedAlloc) {
+    let (channel, caches, keeper, resolver) = caches(ARENA_BLOCKS as u64);
+    let host = tend_until(keeper, resolver, move |_| channel.taken(CLASS) > 0);
+    let alloc = cached_alloc(&caches, 2);
+    let (mut keeper, mut resolver) = host.join().unwrap();
+    assert_eq!(alloc.served, 0b11);
+    caches.drain();
+    keeper.reclaim(&mut resolver);
+    (caches, keeper, resolver, alloc)
+}
+
+/// A slab retired by a drain with objects still live goes back to the host when its last object
+/// is freed, while the host tends: the host gives its blocks back exactly once, and a later free
+/// of one of its handles is a second free.
+#[test]
+fn a_slab_freed_empty_while_the_host_tends_goes_back_once() {
+    model_caches(|| {
+        let (caches, keeper, resolver, alloc) = retired_slab_with_two_objects();
+        assert_eq!(keeper.held_bytes(), 16 << 21, "the retired slab is held");
+
+        let host = tend_until(keeper, resolver, |k| k.stats().snapshot().returns == 1);
+        let freed = cached_free(&caches, &alloc.handles[..2]);
+        let (mut keeper, mut resolver) = host.join().unwrap();
+        assert_eq!(freed.handled, 0b11);
+        assert!(freed.lanes[..2].iter().all(|s| *s == LaneStatus::Ok));
+        assert_eq!(keeper.stats().snapshot().returns, 1);
+        assert_eq!(keeper.held_bytes(), 0);
+        // The slab is gone, yet its handle is still known for a cache's: a second free, judged
+        // on the device.
+        let again = cached_free(&caches, &alloc.handles[..1]);
+        assert_eq!(again.handled, 1);
+        assert_eq!(again.lanes[0], LaneStatus::DoubleFree);
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// A second free racing the slab's return: one warp frees the last live object of a retired slab
+/// (its return unmaps the blocks and clears the bitmap) while another frees an object of it
+/// again. The second free is a double free whichever way they interleave (its bit still set,
+/// the slab gone, or its bit found clear mid-return and given back), the slab goes back once,
+/// and no bit of the freed slab is left set for its next life.
+#[test]
+fn a_second_free_racing_the_slab_s_return_is_a_double_free() {
+    model_caches(|| {
+        let (caches, mut keeper, mut resolver, alloc) = retired_slab_with_two_objects();
+        assert_eq!(
+            cached_free(&caches, &alloc.handles[..1]).lanes[0],
+            LaneStatus::Ok
+        );
+
+        let last = {
+            let caches = caches.clone();
+            thread::spawn(move || cached_free(&caches, &alloc.handles[1..2]))
+        };
+        let again = cached_free(&caches, &alloc.handles[..1]);
+        let last = last.join().unwrap();
+        assert_eq!(last.lanes[0], LaneStatus::Ok);
+        assert_eq!(again.handled, 1);
+        assert_eq!(again.lanes[0], LaneStatus::DoubleFree);
+        keeper.tend(&mut resolver);
+        assert_eq!(keeper.stats().snapshot().returns, 1);
+        let bits = caches.save(8);
+        assert!(
+            bits.iter().all(|&b| b == 0),
+            "a bit of the returned slab is left set"
+        );
+        let frees = caches.frees_by_outcome();
+        assert_eq!(frees[LaneStatus::Ok as usize], 2);
+        assert_eq!(frees[LaneStatus::DoubleFree as usize], 1);
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// A free posted without waiting leaves its port owed: the warp that takes the port next waits
+/// for the host's answer to it before writing its own request, so the host reads both whole and
+/// in order, and the second warp gets its own reply. The free is posted before the host starts
+/// (so it is still unanswered when the next warp comes); the real client and server run on the
+/// only port. After the host served both, the posted free is done: the object is freed and
+/// counted, the allocation is live, and nothing else is.
+#[test]
+fn a_posted_free_holds_its_port_until_answered() {
+    model_whole_requests(|| {
+        let mailbox = Arc::new(Mailbox::new(1).unwrap());
+        let resolver = Arc::new(Mutex::new(
+            Resolver::new(ResolverConfig::new(1 << 40, 4)).unwrap(),
+        ));
+        let mut sizes = [0u64; 32];
+        sizes[0] = 256;
+        let old = resolver
+            .lock()
+            .alloc(&sizes, translator::Arrangement::Contiguous)
+            .unwrap()
+            .handles[0];
+        let device = CpuDevice::new(mailbox.clone());
+        let mut handles = [Handle::NULL; 32];
+        handles[0] = old;
+        let posted = device.post_free(1, 1, &handles);
+        assert_eq!(posted.status, Status::Ok, "a posted free does not wait");
+        let host = serve_real(&mailbox, &resolver, 2);
+        sizes[0] = 64;
+        let new = device
+            .malloc(2, 1, &sizes, false)
+            .unwrap_or_else(|s| panic!("the allocating warp was answered {s:?}"))[0];
+        host.join().unwrap();
+        let mut resolver = resolver.lock();
+        assert_eq!(resolver.counters().lanes_freed, 1);
+        assert_eq!(resolver.object_capacity(old), Err(LaneStatus::DoubleFree));
+        assert_eq!(resolver.object_capacity(new), Ok(64));
+        assert_eq!(resolver.free(new), LaneStatus::Ok);
         resolver.drain_quarantine();
         resolver.check_invariants().unwrap();
         assert!(resolver.is_empty());

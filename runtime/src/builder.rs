@@ -24,8 +24,9 @@ pub const DEFAULT_SIM_ARENA_BYTES: u64 = 4 << 30;
 pub const DEFAULT_PORTS: usize = 8192;
 /// The device caches hold at most this share (1/n) of the arena unless told otherwise.
 pub const DEFAULT_CACHE_SHARE: u64 = 8;
-/// Most slabs the caches can name (slab ids fit 21 bits of a ring entry).
-const MAX_CACHE_SLABS: usize = (1 << 21) - 1;
+/// Most slabs the caches can name (slab ids fit 15 bits of a ring entry): a bound of at most
+/// 64 GiB.
+const MAX_CACHE_SLABS: usize = (1 << orchestrator::caches::channel::ENTRY_ID_BITS) - 1;
 /// The environment variable that sets the device caches' bound in bytes (0: off).
 pub const CACHE_BYTES_VAR: &str = "ALIGNMALLOC_DEVICE_CACHE_BYTES";
 
@@ -151,7 +152,15 @@ impl RuntimeBuilder {
         let bytes = from_env
             .or(self.cache_bytes)
             .unwrap_or(arena_blocks as u64 * VABLOCK_BYTES / DEFAULT_CACHE_SHARE);
-        Ok(((bytes / VABLOCK_BYTES) as usize).min(MAX_CACHE_SLABS))
+        let blocks = (bytes / VABLOCK_BYTES) as usize;
+        if blocks > MAX_CACHE_SLABS {
+            tracing::warn!(
+                asked = bytes,
+                bound = MAX_CACHE_SLABS as u64 * VABLOCK_BYTES,
+                "the device caches hold at most 64 GiB; bounded there"
+            );
+        }
+        Ok(blocks.min(MAX_CACHE_SLABS))
     }
 
     /// Pick the backend, reserve the arena, register the mailbox and start the service thread.

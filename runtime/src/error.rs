@@ -100,6 +100,16 @@ pub enum Error {
         /// What CUPTI answered.
         reason: String,
     },
+    /// Requests posted to the mailbox stayed unanswered while the runtime waited for them.
+    #[error(
+        "{pending} requests posted to the mailbox were still unanswered after {seconds} s: the service thread is stuck or stopped"
+    )]
+    Unanswered {
+        /// Requests still pending.
+        pending: usize,
+        /// How long the runtime waited.
+        seconds: u64,
+    },
     /// The thread waiting for a launch ended before reporting (a bug).
     #[error("the completion of a launch was lost")]
     CompletionLost,

@@ -38,5 +38,6 @@ pub use builder::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES
 pub use cudarc;
 pub use error::{Error, Result};
 pub use launch::Launch;
-pub use runtime::{ArrangedAlloc, Runtime};
+pub use orchestrator::BadFree;
+pub use runtime::{ArrangedAlloc, Runtime, SETTLE_TIMEOUT};
 pub use translator::Handle;

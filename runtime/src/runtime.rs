@@ -15,7 +15,7 @@ use cudarc::driver::{
 };
 use orchestrator::caches::{CacheKeeper, CacheStatsSnapshot};
 use orchestrator::stats::StatsSnapshot;
-use orchestrator::{LaneStatus, Resolver, ResolverCounters, Service, Status};
+use orchestrator::{BadFree, LaneStatus, Resolver, ResolverCounters, Service, Status};
 use parking_lot::Mutex;
 use translator::{Arrangement, Handle, HandleKind, WARP_LANES};
 
@@ -158,6 +158,9 @@ fn pieces(
     })
 }
 
+/// How long [`Runtime::settle`] waits for posted requests to be answered.
+pub const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Runtime {
     /// Start configuring a runtime.
     pub fn builder() -> RuntimeBuilder {
@@ -191,6 +194,41 @@ impl Runtime {
         }
     }
 
+    /// Wait until the service thread has answered every request posted so far: after kernels
+    /// that freed with `am::post_free` ended, their frees are done (and counted) once this
+    /// returns. [`Runtime::drain_caches`] does it first. Fails with [`Error::Unanswered`] when
+    /// requests stay pending for [`SETTLE_TIMEOUT`] (a kernel still running and posting, or a
+    /// stuck service thread).
+    pub fn settle(&self) -> Result<()> {
+        let service = self.service.as_ref().expect("the service runs until drop");
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_micros(10);
+        loop {
+            let pending = service.unanswered();
+            if pending == 0 {
+                return Ok(());
+            }
+            if started.elapsed() >= SETTLE_TIMEOUT {
+                tracing::error!(pending, "mailbox requests unanswered");
+                return Err(Error::Unanswered {
+                    pending,
+                    seconds: SETTLE_TIMEOUT.as_secs(),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The last frees the host refused (at most [`orchestrator::KEPT_BAD_FREES`], oldest
+    /// first), each with its rank among all of them: how a program that frees with
+    /// `am::post_free` learns which failed (call [`Runtime::settle`] first). Frees the device
+    /// caches judge are returned to the freeing lane at once and only counted
+    /// ([`Runtime::counters`]).
+    pub fn last_bad_frees(&self) -> Vec<BadFree> {
+        self.resolver.lock().last_bad_frees()
+    }
+
     /// The device caches' counters (`None` when they are off).
     pub fn cache_stats(&self) -> Option<CacheStatsSnapshot> {
         self.caches.as_ref().map(|k| k.lock().stats().snapshot())
@@ -202,6 +240,7 @@ impl Runtime {
     /// everything was freed ([`Runtime::is_empty`]), or to hand the memory to other sizes.
     /// Slabs with live objects stay until those are freed. Returns the slabs given back.
     pub fn drain_caches(&self) -> Result<usize> {
+        self.settle()?;
         let Some(keeper) = &self.caches else {
             return Ok(0);
         };
@@ -294,6 +333,11 @@ impl Runtime {
     /// Live chunks (warp allocations with at least one object not freed).
     pub fn live_chunks(&self) -> usize {
         self.resolver.lock().live_chunks()
+    }
+
+    /// The live chunks, one line each: what a program left allocated (for diagnosis).
+    pub fn describe_live_chunks(&self) -> Vec<String> {
+        self.resolver.lock().describe_live_chunks()
     }
 
     /// Give quarantined chunks back now and check the allocator's invariants.

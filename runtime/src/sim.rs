@@ -65,6 +65,12 @@ impl<'a> CpuWarp<'a> {
         self.sim.device.free(self.id, mask, handles)
     }
 
+    /// `am::post_free` from the lanes in `mask`: frees the host judges are posted without
+    /// waiting (their lanes show `Ok`; [`crate::Runtime::settle`] waits for them).
+    pub fn post_free(&self, mask: u32, handles: &[Handle; WARP_LANES]) -> FreeOutcome {
+        self.sim.device.post_free(self.id, mask, handles)
+    }
+
     /// `am::free(void*)` from the lanes in `mask`: lane `l` gives back the object whose first
     /// byte is at `addresses[l]`.
     pub fn free_pointers(&self, mask: u32, addresses: &[u64; WARP_LANES]) -> FreeOutcome {

@@ -93,7 +93,7 @@ fn a_device_type_error_is_reported_with_the_log() {
 fn the_public_api_compiles_and_exports_the_default_mailbox() {
     let Some(compiler) = compiler() else { return };
     // Every device entry point of alignmalloc.cuh, the default and the explicit mailbox, the
-    // plain-pointer path, and am::ptr's index arithmetic, const views and piecewise elements.
+    // plain-pointer path, frees waiting and posted, and am::ptr's index arithmetic, const views and piecewise elements.
     let unit = r#"
         #include <alignmalloc/alignmalloc.cuh>
         struct Triple { float x, y, z; };
@@ -108,6 +108,8 @@ fn the_public_api_compiles_and_exports_the_default_mailbox() {
           void* p = am::malloc_plain(64);
           out[2] = am::free(p).lane_status + am::free(a.handle).status + am::free(t.handle).status;
           out[3] = am::free(mb, am::malloc(mb, 8)).status + (am::free(mb, am::malloc_plain(mb, 8)).status);
+          out[4] = am::post_free(am::malloc(1 << 20)).status + am::post_free(am::malloc_plain(64)).status +
+                   am::post_free(mb, am::malloc(mb, 8)).status + am::post_free(mb, am::malloc_plain(mb, 8)).status;
         }
     "#;
     let ptx = compiler

@@ -330,11 +330,7 @@ fn fault_counters_need_the_gpu() {
 
 #[test]
 fn frees_the_device_caches_judge_are_counted_with_the_others() {
-    let rt = Runtime::builder()
-        .backend(BackendChoice::Sim)
-        .arena_bytes(256 << 20)
-        .build()
-        .unwrap();
+    let rt = sim(256);
     let before = rt.counters().unwrap();
     rt.run_warps(1, |warp| {
         let handles = warp.malloc(u32::MAX, &[64; 32]).unwrap();
@@ -357,6 +353,98 @@ fn frees_the_device_caches_judge_are_counted_with_the_others() {
         after.by_lane_status[double] - before.by_lane_status[double],
         32
     );
+    rt.drain_caches().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn posted_frees_return_at_once_and_the_host_keeps_the_bad_ones() {
+    let rt = sim(256);
+    let before = rt.counters().unwrap();
+    // 64 KiB objects: past the caches, so the host judges their frees.
+    let handles = std::sync::Mutex::new(Vec::new());
+    rt.run_warps(4, |warp| {
+        let mine = warp.malloc(u32::MAX, &[64 << 10; 32]).unwrap();
+        let posted = warp.post_free(u32::MAX, &mine);
+        assert_eq!(posted.status, orchestrator::Status::Ok);
+        // A second posted free of one object: the lane cannot know yet; the host will refuse it.
+        let mut again = [Handle::NULL; 32];
+        again[5] = mine[5];
+        assert_eq!(warp.post_free(1 << 5, &again).lanes[5], LaneStatus::Ok);
+        handles.lock().unwrap().push(mine[5]);
+    })
+    .unwrap();
+    rt.settle().unwrap();
+    let after = rt.counters().unwrap();
+    assert_eq!(after.lanes_freed - before.lanes_freed, 4 * 32);
+    let double = LaneStatus::DoubleFree as usize;
+    assert_eq!(
+        after.by_lane_status[double] - before.by_lane_status[double],
+        4
+    );
+    let bad = rt.last_bad_frees();
+    assert_eq!(bad.len(), 4);
+    let mut refused: Vec<u64> = bad.iter().map(|b| b.handle.0).collect();
+    let mut posted: Vec<u64> = handles.into_inner().unwrap().iter().map(|h| h.0).collect();
+    refused.sort_unstable();
+    posted.sort_unstable();
+    assert_eq!(refused, posted);
+    assert!(bad.iter().all(|b| b.outcome == LaneStatus::DoubleFree));
+    rt.check_invariants().unwrap();
+    rt.drain_caches().unwrap();
+    assert!(rt.is_empty());
+}
+
+#[test]
+fn a_stale_handle_of_a_returned_slab_is_a_double_free() {
+    let rt = sim(256);
+    let old = std::sync::Mutex::new([Handle::NULL; 32]);
+    rt.run_warps(1, |warp| {
+        let got = warp.malloc(u32::MAX, &[64; 32]).unwrap();
+        assert!(
+            warp.free(u32::MAX, &got)
+                .lanes
+                .iter()
+                .all(|&s| s == LaneStatus::Ok)
+        );
+        *old.lock().unwrap() = got;
+    })
+    .unwrap();
+    let old = old.into_inner().unwrap();
+    // The slab goes back to the host, and the blocks of the next slabs may be its own.
+    rt.drain_caches().unwrap();
+    rt.run_warps(1, |warp| {
+        let new = warp.malloc(u32::MAX, &[100; 32]).unwrap();
+        let again = warp.free(u32::MAX, &old);
+        assert!(
+            again.lanes.iter().all(|&s| s == LaneStatus::DoubleFree),
+            "{:?}",
+            again.lanes
+        );
+        assert!(
+            warp.free(u32::MAX, &new)
+                .lanes
+                .iter()
+                .all(|&s| s == LaneStatus::Ok)
+        );
+    })
+    .unwrap();
+    rt.drain_caches().unwrap();
+    // Every slab back: a cache handle is still told from an unknown one, on the device.
+    rt.run_warps(1, |warp| {
+        let again = warp.free(u32::MAX, &old);
+        assert!(again.lanes.iter().all(|&s| s == LaneStatus::DoubleFree));
+    })
+    .unwrap();
+    // And by the host.
+    assert!(matches!(
+        rt.free(old[3]),
+        Err(runtime::Error::BadHandle {
+            status: LaneStatus::DoubleFree,
+            ..
+        })
+    ));
+    rt.check_invariants().unwrap();
     rt.drain_caches().unwrap();
     assert!(rt.is_empty());
 }

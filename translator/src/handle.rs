@@ -34,6 +34,10 @@ const GENERATION_SHIFT: u32 = 48;
 const GENERATION_MASK: u64 = 0x7F;
 /// Generations count modulo this.
 pub const GENERATIONS: u8 = 128;
+/// The first generation of the device caches' slabs: the host's chunks stamp their objects
+/// 1..64, the caches 64..128, so a handle tells which of the two made it, and a stale handle of
+/// one is never taken for a live object of the other.
+pub const CACHE_GENERATIONS_START: u8 = 64;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 
 /// What a handle's address means.

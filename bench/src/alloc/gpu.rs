@@ -135,6 +135,7 @@ impl Rounds for GpuRounds<'_> {
         .wait()?;
         let bad = stream.clone_dtoh(&bad)?[0];
 
+        let counted = rt.counters()?;
         let before = rt.service_stats();
         let started = Instant::now();
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode,
@@ -147,11 +148,22 @@ impl Rounds for GpuRounds<'_> {
         launch.wait()?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
         super::log_service(rt, system, threads, &before, "free");
-        let bad_frees = stream
+        let refused_on_device = stream
             .clone_dtoh(&statuses)?
             .iter()
             .filter(|&&s| s != LaneStatus::Ok as u32)
             .count() as u64;
+        let bad_frees = if system == System::CudaMalloc {
+            refused_on_device
+        } else {
+            let objects = stream
+                .clone_dtoh(&handles)?
+                .iter()
+                .filter(|&&h| h != 0)
+                .count();
+            // The caches' refusals are counted in both.
+            refused_on_device.max(super::posted_frees_failed(rt, &counted, objects as u64)?)
+        };
         super::check_invariants(rt, system)?;
         Ok(Round {
             alloc_ms,

@@ -119,17 +119,21 @@ am::u64 am_shim_code(unsigned which) {
 }
 
 // Cache geometry (detail/cache_geometry.h): `what` 0 class of `x`, 1 slab blocks of class `x`,
-// 2 slab objects of class `x`, 3 generation of epoch `x`, 4 hash home of block `x` in a table of
-// `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes.
+// 2 slab objects of class `x`, 3 generation of ring entry `x`, 4 hash home of block `x` in a
+// table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
+// ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
     case 1: return am::cache_slab_blocks((unsigned)x);
     case 2: return am::cache_slab_objects((unsigned)x);
-    case 3: return am::cache_epoch_generation((unsigned)x);
+    case 3: return am::cache_entry_generation(x);
     case 4: return am::cache_hash_home(x, y);
     case 5: return am::kCacheBitmapWords;
     case 6: return am::kCachedMaxBytes;
+    case 8: return am::cache_entry_id(x);
+    case 9: return am::cache_entry_base(x);
+    case 10: return am::kCacheGenerationsStart;
     default: return am::kCacheClasses;
   }
 }

@@ -106,9 +106,13 @@ fn device_caches_match() {
 #[test]
 fn cache_geometry_matches() {
     use orchestrator::caches::{
-        BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, cache_class, device::epoch_generation,
+        BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, cache_class, channel::entry_parts,
         device::hash_home, slab_blocks, slab_objects,
     };
+    assert_eq!(
+        hostcheck::cache(10, 0, 0),
+        u64::from(translator::CACHE_GENERATIONS_START)
+    );
     assert_eq!(hostcheck::cache(5, 0, 0), BITMAP_WORDS as u64);
     assert_eq!(hostcheck::cache(6, 0, 0), CACHED_MAX_BYTES);
     assert_eq!(hostcheck::cache(7, 0, 0), CACHE_CLASSES as u64);
@@ -121,10 +125,10 @@ fn cache_geometry_matches() {
     })) {
         let rust = cache_class(size).map_or(CACHE_CLASSES as u64, |c| c as u64);
         assert_eq!(hostcheck::cache(0, size, 0), rust, "class of {size}");
-        assert_eq!(
-            hostcheck::cache(3, size % (1 << 32), 0),
-            u64::from(epoch_generation(size as u32))
-        );
+        let (base, id, generation) = entry_parts(size);
+        assert_eq!(hostcheck::cache(3, size, 0), u64::from(generation));
+        assert_eq!(hostcheck::cache(8, size, 0), u64::from(id));
+        assert_eq!(hostcheck::cache(9, size, 0), base);
         let len = 64usize << (size % 12);
         assert_eq!(
             hostcheck::cache(4, size >> 21, len as u64),

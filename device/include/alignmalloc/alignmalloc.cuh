@@ -87,6 +87,14 @@ __device__ inline FreeResult free(const void* pointer) {
   return free(default_mailbox(), pointer);
 }
 
+// Give back a handle without waiting for the host (see am::post_free in detail/client.cuh).
+__device__ inline FreeResult post_free(u64 handle) { return post_free(default_mailbox(), handle); }
+
+// Give back a pointer without waiting for the host.
+__device__ inline FreeResult post_free(const void* pointer) {
+  return post_free(default_mailbox(), pointer);
+}
+
 }  // namespace am
 
 #if defined(__CUDACC__) && !defined(__CUDACC_RTC__)

@@ -9,9 +9,26 @@ use std::sync::atomic::Ordering;
 use super::geometry::{CACHE_CLASSES, RING_LEN};
 use crate::shared::{SharedArrays, Width};
 use crate::sync::{AtomicU32, fence};
+use ortree::VABLOCK_BYTES;
+use translator::CACHE_GENERATIONS_START;
 
-/// A ring entry: the slab's first byte (2 MiB aligned) with its slab id in the low bits.
-pub const ENTRY_ID_BITS: u32 = 21;
+/// A ring entry: the slab's first byte (2 MiB aligned), with its slab id in the low
+/// `ENTRY_ID_BITS` bits and its generation (64..128, less 64) in the 6 bits above.
+pub const ENTRY_ID_BITS: u32 = 15;
+
+/// The ring entry of slab `id` at `base` whose objects carry `generation` (64..128).
+pub fn entry_word(base: u64, id: u32, generation: u8) -> u64 {
+    debug_assert_eq!(base % VABLOCK_BYTES, 0);
+    debug_assert!(id < 1 << ENTRY_ID_BITS && generation >= CACHE_GENERATIONS_START);
+    base | u64::from(generation - CACHE_GENERATIONS_START) << ENTRY_ID_BITS | u64::from(id)
+}
+
+/// A ring entry as `(base, slab id, generation)`.
+pub fn entry_parts(entry: u64) -> (u64, u32, u8) {
+    let id = (entry & ((1 << ENTRY_ID_BITS) - 1)) as u32;
+    let generation = ((entry >> ENTRY_ID_BITS) & 63) as u8 + CACHE_GENERATIONS_START;
+    (entry & !(VABLOCK_BYTES - 1), id, generation)
+}
 
 /// The shared words of the caches of one runtime.
 pub struct CacheChannel {
@@ -27,7 +44,7 @@ const DEMAND: usize = 4;
 const RETURNS: usize = 5;
 
 impl CacheChannel {
-    /// Words for caches that hold at most `max_slabs` slabs at once (`1..2^21`).
+    /// Words for caches that hold at most `max_slabs` slabs at once (`1..2^15`).
     pub fn new(max_slabs: usize) -> Self {
         assert!(
             (1..1 << ENTRY_ID_BITS).contains(&max_slabs),
@@ -69,11 +86,10 @@ impl CacheChannel {
     }
 
     /// Publish slab number `index` of `class` (`filled` must be `index` and `index - taken`
-    /// below `RING_LEN`): its entry, then `filled = index + 1`.
-    pub fn publish(&self, class: usize, index: u32, base: u64, slab: u32) {
-        debug_assert_eq!(base & ((1 << ENTRY_ID_BITS) - 1), 0);
+    /// below `RING_LEN`): its entry ([`entry_word`]), then `filled = index + 1`.
+    pub fn publish(&self, class: usize, index: u32, entry: u64) {
         self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
-            .store(base | u64::from(slab), Ordering::Relaxed);
+            .store(entry, Ordering::Relaxed);
         self.u32s(FILLED)[class].store(index + 1, Ordering::Release);
     }
 
@@ -107,13 +123,14 @@ impl CacheChannel {
         self.u32s(DENIED)[class].load(Ordering::Relaxed)
     }
 
-    /// Slab number `index` of `class` as `(base, slab id)`; call after `filled` showed it.
-    pub fn entry(&self, class: usize, index: u32) -> (u64, u32) {
+    /// Slab number `index` of `class` as `(base, slab id, generation)`; call after `filled`
+    /// showed it.
+    pub fn entry(&self, class: usize, index: u32) -> (u64, u32, u8) {
         fence(Ordering::Acquire);
-        let e = self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
-            .load(Ordering::Relaxed);
-        let id_mask = (1 << ENTRY_ID_BITS) - 1;
-        (e & !id_mask, (e & id_mask) as u32)
+        entry_parts(
+            self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
+                .load(Ordering::Relaxed),
+        )
     }
 
     /// Post ask number `ask` of `class` (the class lock's holder only).
@@ -160,9 +177,14 @@ mod tests {
     fn entries_round_trip_and_returns_tell_laps_apart() {
         let ch = CacheChannel::new(3);
         assert_eq!(ch.filled(2), 0);
-        ch.publish(2, 0, 5 << 21, 17);
+        ch.publish(2, 0, entry_word(5 << 21, 17, 100));
         assert_eq!(ch.filled(2), 1);
-        assert_eq!(ch.entry(2, 0), (5 << 21, 17));
+        assert_eq!(ch.entry(2, 0), (5 << 21, 17, 100));
+        let last = entry_word((1 << 47) - (2 << 20), (1 << ENTRY_ID_BITS) - 1, 127);
+        assert_eq!(
+            entry_parts(last),
+            ((1 << 47) - (2 << 20), (1 << ENTRY_ID_BITS) - 1, 127)
+        );
         ch.post_demand(4, 1);
         assert_eq!(ch.demand(4), 1);
         ch.deny(4, 1);

@@ -5,8 +5,9 @@
 //! Device memory, per class: the class word (slab number << 40 | cursor; slab number 0 = none
 //! yet), the class lock (held by the warp moving the class to its next slab) and the slab id of
 //! each slab number modulo `RING_LEN`. Per slab id: its base, class, live objects (all of them
-//! when it becomes current, counted down by frees), slab number and epoch (counts its lives; a
-//! handle carries it as its generation), and its bitmap of freed objects. A hash table maps each
+//! when it becomes current, counted down by frees), slab number and generation (64..128, from
+//! the host's ring entry: it differs from the last slab on the same blocks; every handle of the
+//! slab carries it), and its bitmap of freed objects. A hash table maps each
 //! VABlock that was ever part of a slab to the slab holding it now (or none): keys are never
 //! removed, so lookups stop at the first empty entry and the table never fills with tombstones;
 //! it has room for twice the arena's largest size in blocks.
@@ -19,7 +20,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use translator::{Handle, HandleKind, WARP_LANES};
+use translator::{CACHE_GENERATIONS_START, Handle, HandleKind, WARP_LANES};
 
 use super::channel::CacheChannel;
 use super::geometry::{
@@ -51,11 +52,6 @@ pub struct CachedFree {
     pub handled: u32,
     /// Their outcomes (`Ok` elsewhere).
     pub lanes: [LaneStatus; WARP_LANES],
-}
-
-/// The generation a handle from a slab in its `epoch`-th life carries (1..=127, as the host's).
-pub fn epoch_generation(epoch: u32) -> u8 {
-    (epoch % 127 + 1) as u8
 }
 
 /// Hash table size for an arena of at most `max_arena_blocks` VABlocks.
@@ -102,7 +98,7 @@ pub struct CpuCaches {
     slab_class: Box<[AtomicU32]>,
     slab_live: Box<[AtomicU32]>,
     slab_number: Box<[AtomicU32]>,
-    slab_epoch: Box<[AtomicU32]>,
+    slab_generation: Box<[AtomicU32]>,
     bits: Box<[AtomicU32]>,
     hash: Box<[AtomicU64]>,
     returns_claimed: AtomicU64,
@@ -150,7 +146,7 @@ impl CpuCaches {
             slab_class: u32s(lens[4]),
             slab_live: u32s(lens[5]),
             slab_number: u32s(lens[6]),
-            slab_epoch: u32s(lens[7]),
+            slab_generation: u32s(lens[7]),
             bits: u32s(lens[8]),
             hash: u64s(lens[9]),
             returns_claimed: AtomicU64::new(0),
@@ -225,7 +221,7 @@ impl CpuCaches {
                     let id = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
                         .load(Ordering::Relaxed) as usize;
                     let base = self.slab_base[id].load(Ordering::Relaxed);
-                    let generation = epoch_generation(self.slab_epoch[id].load(Ordering::Relaxed));
+                    let generation = self.slab_generation[id].load(Ordering::Relaxed) as u8;
                     let log2 = class as u32 + MIN_OBJECT_LOG2;
                     for (rank, lane) in set_lanes(pending).enumerate() {
                         let slot = cursor + rank as u64;
@@ -309,15 +305,14 @@ impl CpuCaches {
                 yield_now();
             }
         }
-        let (base, id) = self.channel.entry(class, index);
+        let (base, id, generation) = self.channel.entry(class, index);
         let slab = id as usize;
         let number = seen + 1;
         self.slab_base[slab].store(base, Ordering::Relaxed);
         self.slab_class[slab].store(class as u32, Ordering::Relaxed);
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
         self.slab_number[slab].store(number, Ordering::Relaxed);
-        let epoch = self.slab_epoch[slab].load(Ordering::Relaxed);
-        self.slab_epoch[slab].store(epoch.wrapping_add(1), Ordering::Relaxed);
+        self.slab_generation[slab].store(u32::from(generation), Ordering::Relaxed);
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, id + 1);
         }
@@ -391,15 +386,20 @@ impl CpuCaches {
             if address == 0 {
                 continue;
             }
-            let Some(slab) = self.slab_of_block(address >> 21) else {
-                continue;
-            };
+            let slab = self.slab_of_block(address >> 21);
+            // A handle a cache slab made whose blocks no slab holds now: its slab went back
+            // after its last object was freed, so this is a second free.
+            let stale = generation.is_some_and(|g| g >= CACHE_GENERATIONS_START);
+            if slab.is_none() && !stale {
+                continue; // the host's object, or no one's: the host judges it
+            }
             out.handled |= 1 << lane;
-            let outcome = self.free_one(slab, address, generation);
+            let outcome = match slab {
+                Some(slab) => self.free_one(slab, address, generation),
+                None => LaneStatus::DoubleFree,
+            };
             out.lanes[lane] = outcome;
-            // Stripe 0: CPU warps have no SM; the sums are what the host reads.
-            self.counters[outcome as usize].fetch_add(1, Ordering::Relaxed);
-            if outcome == LaneStatus::Ok {
+            if let (LaneStatus::Ok, Some(slab)) = (outcome, slab) {
                 slabs[lane] = slab;
             }
         }
@@ -414,14 +414,45 @@ impl CpuCaches {
                 slabs[l] = usize::MAX;
             }
             let freed = same.count_ones();
-            if self.slab_live[slab].fetch_sub(freed, Ordering::AcqRel) == freed {
+            let before = self.slab_live[slab].fetch_sub(freed, Ordering::AcqRel);
+            if before == freed {
                 self.return_slab(slab);
             }
+            let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
+            if before < freed || u64::from(before) > slab_objects(class) {
+                // Every object of the slab was freed already, and its return cleared the bits
+                // these lanes found clear: second frees that raced the return. Their bits go
+                // (the slab's next life starts clear) and they are answered as such.
+                let base = self.slab_base[slab].load(Ordering::Relaxed);
+                let log2 = class as u32 + MIN_OBJECT_LOG2;
+                for l in set_lanes(same) {
+                    let address = if by_address {
+                        words[l]
+                    } else {
+                        Handle(words[l]).address()
+                    };
+                    let slot = (address - base) >> log2;
+                    self.bits[slab * BITMAP_WORDS + slot as usize / 32]
+                        .fetch_and(!(1 << (slot % 32)), Ordering::AcqRel);
+                    out.lanes[l] = LaneStatus::DoubleFree;
+                }
+            }
+        }
+        // Stripe 0: CPU warps have no SM; the sums are what the host reads.
+        for lane in set_lanes(out.handled) {
+            self.counters[out.lanes[lane] as usize].fetch_add(1, Ordering::Relaxed);
         }
         out
     }
 
     fn free_one(&self, slab: usize, address: u64, generation: Option<u8>) -> LaneStatus {
+        // The generation first: a handle of an earlier slab on these blocks (of any class) is
+        // a second free, wherever in the new slab it points. Generation 0 (a free by address,
+        // or a handle made by hand) is not checked.
+        let current = self.slab_generation[slab].load(Ordering::Relaxed) as u8;
+        if generation.is_some_and(|g| g != 0 && g != current) {
+            return LaneStatus::DoubleFree;
+        }
         let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
         let log2 = class as u32 + MIN_OBJECT_LOG2;
         let offset = address.wrapping_sub(self.slab_base[slab].load(Ordering::Relaxed));
@@ -430,11 +461,6 @@ impl CpuCaches {
         }
         if offset & ((1 << log2) - 1) != 0 {
             return LaneStatus::InteriorPointer;
-        }
-        let epoch = self.slab_epoch[slab].load(Ordering::Relaxed);
-        // Generation 0 (a free by address, or a handle made by hand) is not checked.
-        if generation.is_some_and(|g| g != 0 && g != epoch_generation(epoch)) {
-            return LaneStatus::DoubleFree; // a handle from an earlier life of the slab
         }
         let slot = offset >> log2;
         let word = self.class_words[class].load(Ordering::Acquire);
@@ -486,7 +512,7 @@ impl CpuCaches {
     }
 
     /// The device state as arrays of words, in the order of `am::DeviceCaches`'s device
-    /// pointers: class words, class locks, class slabs, slab base, class, live, number, epoch,
+    /// pointers: class words, class locks, class slabs, slab base, class, live, number, generation,
     /// bitmaps, block table, returns claimed, free counters. The cuda backend copies its device memory through
     /// these to drain on the host.
     pub fn arrays(&self) -> [DeviceArray<'_>; DEVICE_ARRAYS] {
@@ -499,7 +525,7 @@ impl CpuCaches {
             U32(&self.slab_class),
             U32(&self.slab_live),
             U32(&self.slab_number),
-            U32(&self.slab_epoch),
+            U32(&self.slab_generation),
             U32(&self.bits),
             U64(&self.hash),
             U64(std::slice::from_ref(&self.returns_claimed)),

@@ -9,9 +9,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::channel::CacheChannel;
+use std::collections::HashMap;
+
+use super::channel::{CacheChannel, entry_word};
 use super::geometry::{CACHE_CLASSES, RING_LEN, class_bytes, slab_blocks};
 use ortree::VABLOCK_BYTES;
+use translator::{CACHE_GENERATIONS_START, GENERATIONS};
 
 /// Slabs published ahead of the device's consumption, per class in use.
 pub const DEPTH: u32 = 2;
@@ -85,6 +88,10 @@ pub struct CacheKeeper {
     /// Per class: `taken` when the caches were last drained; slabs are published ahead of need
     /// only once the device takes one past it (a drained class stays empty until used).
     quiet_at: [u32; CACHE_CLASSES],
+    /// Per VABlock that was ever part of a slab: the generation of the last slab on it.
+    block_generations: HashMap<u64, u8>,
+    /// The generation of the last slab placed.
+    last_generation: u8,
     stats: Arc<CacheStats>,
 }
 
@@ -103,6 +110,8 @@ impl CacheKeeper {
             asks_seen: [0; CACHE_CLASSES],
             returns_read: 0,
             quiet_at: [0; CACHE_CLASSES],
+            block_generations: HashMap::new(),
+            last_generation: GENERATIONS - 1,
             stats: Arc::new(CacheStats::default()),
         }
     }
@@ -146,7 +155,9 @@ impl CacheKeeper {
             let index = self.filled[class];
             match self.place(class, source) {
                 Some((base, id)) => {
-                    self.channel.publish(class, index, base, id);
+                    let generation = self.stamp(base, slab_blocks(class));
+                    self.channel
+                        .publish(class, index, entry_word(base, id, generation));
                     self.filled[class] = index + 1;
                     self.stats.refills.fetch_add(1, Ordering::Relaxed);
                     moved += 1;
@@ -164,6 +175,35 @@ impl CacheKeeper {
             }
         }
         moved
+    }
+
+    /// The generation of a new slab on `blocks` blocks from `base` (64..128): the next of one
+    /// counter over all placements, cycling, skipping any its blocks had last. So it differs
+    /// from the 63 slabs placed before it anywhere (a stale handle of a slab just returned
+    /// never matches, however its blocks were used since) and from the last slab on each of
+    /// its blocks. The blocks remember it.
+    fn stamp(&mut self, base: u64, blocks: u64) -> u8 {
+        let first = base / VABLOCK_BYTES;
+        let last: Vec<u8> = (first..first + blocks)
+            .filter_map(|b| self.block_generations.get(&b).copied())
+            .collect();
+        let next = |g: u8| {
+            if g + 1 >= GENERATIONS {
+                CACHE_GENERATIONS_START
+            } else {
+                g + 1
+            }
+        };
+        let mut generation = next(self.last_generation);
+        // At most 16 blocks, 64 generations: a free one is always found.
+        while last.contains(&generation) {
+            generation = next(generation);
+        }
+        self.last_generation = generation;
+        for b in first..first + blocks {
+            self.block_generations.insert(b, generation);
+        }
+        generation
     }
 
     /// A slab of `class` within the bound: its base and id.
@@ -201,7 +241,7 @@ impl CacheKeeper {
         for class in 0..CACHE_CLASSES {
             let taken = self.channel.taken(class);
             for index in taken..self.filled[class] {
-                let (_, id) = self.channel.entry(class, index);
+                let (_, id, _) = self.channel.entry(class, index);
                 if let Some(slab) = self.slabs.get_mut(id as usize).and_then(Option::take) {
                     source.give_slab(slab.base);
                     self.held_blocks -= slab.blocks;
@@ -281,5 +321,291 @@ impl CacheKeeper {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::caches::geometry::slab_blocks;
+    use crate::records::LaneStatus;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// A model of the resolver: `blocks` VABlocks handed out first fit; it fails the test if a
+    /// slab comes back that it did not hand out, or comes back twice.
+    struct Blocks {
+        used: Vec<bool>,
+        out: BTreeMap<u64, u64>,
+    }
+
+    impl Blocks {
+        fn new(blocks: usize) -> Self {
+            Self {
+                used: vec![false; blocks],
+                out: BTreeMap::new(),
+            }
+        }
+    }
+
+    impl SlabSource for Blocks {
+        fn take_slab(&mut self, blocks: u64, _class: usize) -> Option<u64> {
+            let n = blocks as usize;
+            let first = (0..=self.used.len().checked_sub(n)?)
+                .find(|&b| self.used[b..b + n].iter().all(|u| !u))?;
+            self.used[first..first + n].fill(true);
+            // Block 1 onward, so no slab starts at address 0.
+            let base = (first as u64 + 1) * VABLOCK_BYTES;
+            self.out.insert(base, blocks);
+            Some(base)
+        }
+
+        fn give_slab(&mut self, base: u64) {
+            let blocks = self
+                .out
+                .remove(&base)
+                .unwrap_or_else(|| panic!("slab {base:#x} given back but not out"));
+            let first = (base / VABLOCK_BYTES - 1) as usize;
+            self.used[first..first + blocks as usize].fill(false);
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// The device moves `class` to its next published slab, if there is one.
+        Take(usize),
+        /// The device finds `class` empty and asks.
+        Ask(usize),
+        /// The device gives back the `n`-th slab it holds (modulo how many).
+        Return(usize),
+        /// The host's turn.
+        Tend,
+        /// The device gives back the slabs it holds with nothing live (every `n`-th one) and
+        /// the host reclaims.
+        DrainAndReclaim(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let class = 0..CACHE_CLASSES;
+        prop_oneof![
+            4 => class.clone().prop_map(Step::Take),
+            3 => class.prop_map(Step::Ask),
+            3 => (0usize..64).prop_map(Step::Return),
+            6 => Just(Step::Tend),
+            1 => (1usize..4).prop_map(Step::DrainAndReclaim),
+        ]
+    }
+
+    /// The device, as the channel sees it.
+    #[derive(Default)]
+    struct Device {
+        taken: [u32; CACHE_CLASSES],
+        asks: [u32; CACHE_CLASSES],
+        /// Asks made since the last turn of the host: (class, ask).
+        unanswered: Vec<(usize, u32)>,
+        /// Slabs the device holds: (id, base, class).
+        held: Vec<(u32, u64, usize)>,
+        returns: u64,
+    }
+
+    impl Device {
+        fn give_back(&mut self, channel: &CacheChannel, n: usize) {
+            let (id, ..) = self.held.remove(n);
+            channel.post_return(self.returns, id);
+            self.returns += 1;
+        }
+    }
+
+    /// Blocks of the slabs published and not taken.
+    fn published_blocks(channel: &CacheChannel, keeper: &CacheKeeper) -> u64 {
+        (0..CACHE_CLASSES)
+            .map(|c| u64::from(keeper.filled[c] - channel.taken(c)) * slab_blocks(c))
+            .sum()
+    }
+
+    /// A slab goes back, a slab of another class is placed on the same block, and the handles
+    /// of the first one are freed again: each is a second free (the generations of the two
+    /// slabs differ), not an interior pointer or a free of the new slab's objects.
+    #[test]
+    fn a_stale_handle_into_a_new_slab_on_the_same_block_is_a_double_free() {
+        use crate::caches::CpuCaches;
+        use std::cell::RefCell;
+        use translator::Handle;
+        let channel = Arc::new(CacheChannel::new(8));
+        let caches = CpuCaches::new(channel.clone(), 64);
+        let keeper = RefCell::new(CacheKeeper::new(channel, 64 * VABLOCK_BYTES));
+        let source = RefCell::new(Blocks::new(64));
+        // One thread: the host takes its turn where a waiting warp polls the closed flag.
+        let host_turn = || {
+            keeper.borrow_mut().tend(&mut *source.borrow_mut());
+            false
+        };
+        let alloc = |size: u64| {
+            let got = caches.alloc(u32::MAX, &[size; 32], &host_turn);
+            assert_eq!(got.served, u32::MAX);
+            got.handles
+        };
+        let free = |handles: &[Handle; 32]| caches.free(u32::MAX, &handles.map(|h| h.0), false);
+        let old = alloc(64);
+        assert!(free(&old).lanes.iter().all(|&s| s == LaneStatus::Ok));
+        caches.drain();
+        keeper.borrow_mut().reclaim(&mut *source.borrow_mut());
+        assert_eq!(keeper.borrow().held_bytes(), 0);
+        let new = alloc(100);
+        assert_eq!(
+            new[0].address(),
+            old[0].address(),
+            "first fit: the same block"
+        );
+        let again = free(&old);
+        assert_eq!(again.handled, u32::MAX);
+        assert!(
+            again.lanes.iter().all(|&s| s == LaneStatus::DoubleFree),
+            "{:?}",
+            again.lanes
+        );
+        assert!(free(&new).lanes.iter().all(|&s| s == LaneStatus::Ok));
+        caches.drain();
+        keeper.borrow_mut().reclaim(&mut *source.borrow_mut());
+        // No slab holds the block now: still a second free, judged on the device.
+        let gone = free(&old);
+        assert_eq!(gone.handled, u32::MAX);
+        assert!(gone.lanes.iter().all(|&s| s == LaneStatus::DoubleFree));
+        keeper.borrow().check().unwrap();
+        assert!(source.borrow().out.is_empty());
+    }
+
+    /// The host's turn, then what it must have done: answered every ask, published at most
+    /// `DEPTH` ahead, and nothing ahead for a class unused since the last drain.
+    fn tend_and_check(
+        keeper: &mut CacheKeeper,
+        source: &mut Blocks,
+        device: &mut Device,
+        used_since_drain: &[bool; CACHE_CLASSES],
+    ) -> Result<(), TestCaseError> {
+        let channel = keeper.channel.clone();
+        let denials = keeper.stats().snapshot().denials;
+        keeper.tend(source);
+        let mut denied = 0;
+        for (class, ask) in device.unanswered.drain(..) {
+            let served = channel.filled(class) > device.taken[class];
+            prop_assert!(
+                served || channel.denied(class) == ask,
+                "class {} ask {} neither served nor denied",
+                class,
+                ask
+            );
+            denied += u64::from(!served);
+        }
+        prop_assert_eq!(keeper.stats().snapshot().denials, denials + denied);
+        for (class, &used) in used_since_drain.iter().enumerate() {
+            let ahead = channel.filled(class) - device.taken[class];
+            prop_assert!(ahead <= DEPTH, "class {} {} ahead", class, ahead);
+            if !used {
+                prop_assert!(ahead <= 1, "class {} filled unused", class);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// The keeper against a model of the device and of the resolver: it never holds more
+        /// than its bound, never publishes more than `DEPTH` ahead, answers every ask with a
+        /// slab or a denial on its next turn, publishes nothing for a class the device has not
+        /// used since the last drain, gives each returned or reclaimed slab back once, and
+        /// holds exactly the blocks of the slabs published or on the device.
+        #[test]
+        fn keeps_its_bound_and_answers_every_ask(
+            steps in prop::collection::vec(step(), 1..120),
+            arena_blocks in 1usize..80,
+            bound_blocks in 0u64..64,
+            max_slabs in 1usize..12,
+        ) {
+            let channel = Arc::new(CacheChannel::new(max_slabs));
+            let mut keeper = CacheKeeper::new(channel.clone(), bound_blocks * VABLOCK_BYTES);
+            let mut source = Blocks::new(arena_blocks);
+            let mut device = Device::default();
+            let mut used_since_drain = [false; CACHE_CLASSES];
+            let mut last_generation = BTreeMap::<u64, u8>::new();
+            for s in steps {
+                match s {
+                    Step::Take(class) => {
+                        let index = device.taken[class];
+                        if channel.filled(class) > index {
+                            let (base, id, generation) = channel.entry(class, index);
+                            prop_assert!(generation >= translator::CACHE_GENERATIONS_START);
+                            // A slab's generation differs from its blocks' previous slab's.
+                            let first = base / VABLOCK_BYTES;
+                            if let Some(&before) = last_generation.get(&first) {
+                                prop_assert_ne!(before, generation);
+                            }
+                            for b in first..first + slab_blocks(class) {
+                                last_generation.insert(b, generation);
+                            }
+                            prop_assert_eq!(source.out.get(&base), Some(&slab_blocks(class)));
+                            prop_assert!(device.held.iter().all(|h| h.0 != id), "id {} twice", id);
+                            device.held.push((id, base, class));
+                            device.taken[class] = index + 1;
+                            channel.post_taken(class, index + 1);
+                            used_since_drain[class] = true;
+                        }
+                    }
+                    Step::Ask(class) => {
+                        if channel.filled(class) <= device.taken[class] {
+                            device.asks[class] += 1;
+                            channel.post_demand(class, device.asks[class]);
+                            device.unanswered.retain(|u| u.0 != class);
+                            device.unanswered.push((class, device.asks[class]));
+                        }
+                    }
+                    Step::Return(n) => {
+                        if !device.held.is_empty() {
+                            let n = n % device.held.len();
+                            device.give_back(&channel, n);
+                        }
+                    }
+                    Step::Tend => tend_and_check(&mut keeper, &mut source, &mut device, &used_since_drain)?,
+                    Step::DrainAndReclaim(every) => {
+                        // A kernel ends only once its waiting warps have their answers.
+                        if !device.unanswered.is_empty() {
+                            tend_and_check(&mut keeper, &mut source, &mut device, &used_since_drain)?;
+                        }
+                        let mut n = 0;
+                        while n < device.held.len() {
+                            if n % every == 0 {
+                                device.give_back(&channel, n);
+                            }
+                            n += 1;
+                        }
+                        keeper.reclaim(&mut source);
+                        used_since_drain = [false; CACHE_CLASSES];
+                        for class in 0..CACHE_CLASSES {
+                            prop_assert_eq!(channel.filled(class), device.taken[class]);
+                        }
+                        let device_blocks: u64 = device.held.iter().map(|h| slab_blocks(h.2)).sum();
+                        prop_assert_eq!(keeper.held_bytes(), device_blocks * VABLOCK_BYTES);
+                    }
+                }
+                prop_assert!(keeper.check().is_ok(), "{:?}", keeper.check());
+                prop_assert!(keeper.held_blocks <= bound_blocks);
+                // Returned slabs not read yet are still held by the keeper.
+                let device_blocks: u64 = device.held.iter().map(|h| slab_blocks(h.2)).sum();
+                let source_blocks: u64 = source.out.values().sum();
+                prop_assert_eq!(source_blocks, keeper.held_blocks);
+                prop_assert!(keeper.held_blocks >= device_blocks + published_blocks(&channel, &keeper));
+            }
+            // Everything back: the device gives back all it holds, the host reclaims.
+            while !device.held.is_empty() {
+                device.give_back(&channel, 0);
+            }
+            keeper.reclaim(&mut source);
+            prop_assert_eq!(keeper.held_bytes(), 0);
+            prop_assert!(source.out.is_empty());
+            let stats = keeper.stats().snapshot();
+            prop_assert_eq!(stats.held_bytes, 0);
+            prop_assert!(stats.peak_held_bytes <= bound_blocks * VABLOCK_BYTES);
+        }
     }
 }

@@ -157,6 +157,18 @@ typedef struct am_service_stats {
   uint64_t resolve_nanos;
 } am_service_stats;
 
+// A free the host refused (`am_last_bad_frees`).
+typedef struct am_bad_free {
+  // Its rank among all the bad frees of the runtime (1 = the first).
+  uint64_t number;
+  // The handle given (for a free by address, the handle of the object starting there, or a
+  // plain handle of the address).
+  uint64_t handle;
+  // Why it was refused: 1 invalid handle, 2 double free, 3 interior pointer, 4 an object of a
+  // device cache.
+  uint32_t lane_status;
+} am_bad_free;
+
 // Unified-memory counts of one kind of record.
 typedef struct am_fault_counts {
   // Bytes migrated host to device.
@@ -261,9 +273,11 @@ am_status am_options_default(struct am_options *options);
 // `options` is null or points to a readable `am_options`; `runtime` is null or writable.
 am_status am_runtime_create(const struct am_options *options, struct am_runtime **runtime);
 
-// Give back what the device caches hold and no object uses (`Runtime::drain_caches`): call it
-// when no kernel runs, e.g. after `cudaDeviceSynchronize`, before `am_check` asks whether
-// everything was freed. `*slabs` (if not null) gets the number of slabs given back.
+// Wait until the host has answered every request posted so far (frees posted with
+// `am::post_free` are done then), and give back what the device caches hold and no object uses
+// (`Runtime::drain_caches`): call it when no kernel runs, e.g. after `cudaDeviceSynchronize`,
+// before `am_check` asks whether everything was freed or `am_last_bad_frees` lists the bad
+// ones. `*slabs` (if not null) gets the number of slabs given back.
 //
 // # Safety
 // `slabs` is null or writable.
@@ -384,6 +398,20 @@ am_status am_counters_get(const struct am_runtime *runtime, struct am_counters *
 // # Safety
 // `stats` is null or writable.
 am_status am_service_stats_get(const struct am_runtime *runtime, struct am_service_stats *stats);
+
+// The last frees the host refused, oldest first: up to `capacity` of them written to
+// `bad_frees`, and how many the runtime keeps now (at most 64) to `*count`. Frees posted with
+// `am::post_free` are judged when the host answers them: call `am_drain_caches` (which waits for
+// those answers) first. Frees the device caches judge return their outcome to the freeing lane
+// and are only counted (`am_counters_get`).
+//
+// # Safety
+// `bad_frees` is null (with `capacity` 0) or writable for `capacity` elements; `count` is null
+// or writable.
+am_status am_last_bad_frees(const struct am_runtime *runtime,
+                            struct am_bad_free *bad_frees,
+                            size_t capacity,
+                            size_t *count);
 
 // Give quarantined chunks back and check the allocator's invariants: `AM_OK`, or
 // `AM_ERR_INTERNAL` saying which broke. `*empty` (if not null) says whether nothing is

@@ -159,9 +159,11 @@ pub unsafe extern "C" fn am_runtime_create(
     })
 }
 
-/// Give back what the device caches hold and no object uses (`Runtime::drain_caches`): call it
-/// when no kernel runs, e.g. after `cudaDeviceSynchronize`, before `am_check` asks whether
-/// everything was freed. `*slabs` (if not null) gets the number of slabs given back.
+/// Wait until the host has answered every request posted so far (frees posted with
+/// `am::post_free` are done then), and give back what the device caches hold and no object uses
+/// (`Runtime::drain_caches`): call it when no kernel runs, e.g. after `cudaDeviceSynchronize`,
+/// before `am_check` asks whether everything was freed or `am_last_bad_frees` lists the bad
+/// ones. `*slabs` (if not null) gets the number of slabs given back.
 ///
 /// # Safety
 /// `slabs` is null or writable.
@@ -479,6 +481,39 @@ pub unsafe extern "C" fn am_service_stats_get(
         let s = am_service_stats::from(&registry::get(runtime)?.runtime.service_stats());
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { stats.write(s) };
+        Ok(())
+    })
+}
+
+/// The last frees the host refused, oldest first: up to `capacity` of them written to
+/// `bad_frees`, and how many the runtime keeps now (at most 64) to `*count`. Frees posted with
+/// `am::post_free` are judged when the host answers them: call `am_drain_caches` (which waits for
+/// those answers) first. Frees the device caches judge return their outcome to the freeing lane
+/// and are only counted (`am_counters_get`).
+///
+/// # Safety
+/// `bad_frees` is null (with `capacity` 0) or writable for `capacity` elements; `count` is null
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn am_last_bad_frees(
+    runtime: *const am_runtime,
+    bad_frees: *mut am_bad_free,
+    capacity: usize,
+    count: *mut usize,
+) -> am_status {
+    guard("am_last_bad_frees", || {
+        require(count, "count")?;
+        if capacity > 0 {
+            require(bad_frees, "bad_frees")?;
+        }
+        let kept = registry::get(runtime)?.runtime.last_bad_frees();
+        for (i, b) in kept.iter().take(capacity).enumerate() {
+            // SAFETY: i < capacity, and `bad_frees` is writable for `capacity` elements by the
+            // caller's contract.
+            unsafe { bad_frees.add(i).write(am_bad_free::from(b)) };
+        }
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { count.write(kept.len()) };
         Ok(())
     })
 }

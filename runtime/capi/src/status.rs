@@ -129,6 +129,7 @@ impl From<runtime::Error> for Failure {
         let status = match &e {
             E::NoGpu(_) => AM_ERR_NO_GPU,
             E::Gpu(_) | E::Compile(_) | E::Driver(_) | E::CompletionLost => AM_ERR_CUDA,
+            E::Unanswered { .. } => AM_ERR_INTERNAL,
             E::Resolver(_) | E::Mailbox(_) | E::Config(_) => AM_ERR_CONFIG,
             E::WrongBackend { .. } => AM_ERR_WRONG_BACKEND,
             E::ZeroSize => AM_ERR_ZERO_SIZE,

@@ -202,6 +202,30 @@ fn host_objects_round_trip_and_bad_input_gets_its_code() {
     assert_eq!(am_free(rt, h), AM_ERR_DOUBLE_FREE);
     assert_eq!(am_free(rt, 0x1234_5000), AM_ERR_INVALID_HANDLE);
     assert_eq!(am_free(rt, 0), AM_OK);
+    // The three bad frees above are the last ones kept, oldest first, with their ranks.
+    let mut bad = [am_bad_free::default(); 8];
+    let mut count = 0;
+    assert_eq!(
+        // SAFETY: room for 8 entries; valid out-pointer.
+        unsafe { am_last_bad_frees(rt, bad.as_mut_ptr(), bad.len(), &mut count) },
+        AM_OK
+    );
+    assert_eq!(count, 3);
+    let statuses: Vec<u32> = bad[..3].iter().map(|b| b.lane_status).collect();
+    assert_eq!(statuses, [3, 2, 1], "interior, double, invalid");
+    assert_eq!(bad[1].handle, h);
+    assert_eq!(bad[2].number, bad[0].number + 2);
+    assert_eq!(
+        // SAFETY: capacity 0 with a null array; valid out-pointer.
+        unsafe { am_last_bad_frees(rt, std::ptr::null_mut(), 0, &mut count) },
+        AM_OK
+    );
+    assert_eq!(count, 3, "the count without copying");
+    assert_eq!(
+        // SAFETY: a null array with a capacity is refused before any write.
+        unsafe { am_last_bad_frees(rt, std::ptr::null_mut(), 4, &mut count) },
+        AM_ERR_NULL_ARGUMENT
+    );
     check_clean(rt);
 
     // By pointer.

@@ -168,6 +168,30 @@ impl From<&ResolverCounters> for am_counters {
     }
 }
 
+/// A free the host refused (`am_last_bad_frees`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct am_bad_free {
+    /// Its rank among all the bad frees of the runtime (1 = the first).
+    pub number: u64,
+    /// The handle given (for a free by address, the handle of the object starting there, or a
+    /// plain handle of the address).
+    pub handle: u64,
+    /// Why it was refused: 1 invalid handle, 2 double free, 3 interior pointer, 4 an object of a
+    /// device cache.
+    pub lane_status: u32,
+}
+
+impl From<&runtime::BadFree> for am_bad_free {
+    fn from(b: &runtime::BadFree) -> Self {
+        Self {
+            number: b.number,
+            handle: b.handle.0,
+            lane_status: b.outcome as u32,
+        }
+    }
+}
+
 /// What the service thread has done.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -113,15 +113,14 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   }
   const u64 entry =
       *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
-  const u32 id = (u32)(entry & ((1u << kEntryIdBits) - 1));
-  const u64 base = entry & ~(u64)((1u << kEntryIdBits) - 1);
+  const u32 id = cache_entry_id(entry);
+  const u64 base = cache_entry_base(entry);
   const u32 number = seen + 1;
   device_atomic<u64>(c.slab_base[id]).store(base, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_relaxed);
-  device_atomic<u32> epoch(c.slab_epoch[id]);
-  epoch.store(epoch.load(cuda::memory_order_relaxed) + 1u, cuda::memory_order_relaxed);
+  device_atomic<u32>(c.slab_generation[id]).store(cache_entry_generation(entry), cuda::memory_order_relaxed);
   const u64 blocks = cache_slab_blocks(cls);
   for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, id + 1);
   device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
@@ -172,8 +171,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
         const u32 id = device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
                            .load(cuda::memory_order_relaxed);
         base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
-        generation = cache_epoch_generation(
-            device_atomic<u32>(c.slab_epoch[id]).load(cuda::memory_order_relaxed));
+        generation = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
       }
     }
     word = shfl64(pending, word, leader);
@@ -213,13 +211,15 @@ __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
 
 // One lane's object in slab `id`: its LaneStatus (kLaneOk: its bit is now set).
 __device__ inline u32 cache_free_one(const DeviceCaches& c, u32 id, u64 address, u32 generation) {
+  // The generation first: a handle of an earlier slab on these blocks (of any class) is a second
+  // free wherever in the new slab it points. 0 (a free by address) is not checked.
+  const u32 current = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+  if (generation != 0 && generation != current) return kLaneDoubleFree;
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
   const u32 log2 = cls + kCacheMinObjectLog2;
   const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
   if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
   if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
-  const u32 epoch = device_atomic<u32>(c.slab_epoch[id]).load(cuda::memory_order_relaxed);
-  if (generation != 0 && generation != cache_epoch_generation(epoch)) return kLaneDoubleFree;
   const u64 slot = offset >> log2;
   const u64 word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_acquire);
   if ((u32)(word >> kSlabNumberShift) ==
@@ -239,24 +239,46 @@ __device__ inline u32 cache_free_one(const DeviceCaches& c, u32 id, u64 address,
 __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 generation,
                                   u32* lane_status, bool* any_failed) {
   const int slab = address != 0 ? cache_slab_of_block(c, address >> 21) : -1;
-  const bool mine = slab >= 0;
-  const u32 status = mine ? cache_free_one(c, (u32)slab, address, generation) : (u32)kLaneOk;
-  const bool ok = mine && status == kLaneOk;
+  // A handle a cache slab made whose blocks no slab holds now: its slab went back after its
+  // last object was freed, so this is a second free, judged here.
+  const bool stale = slab < 0 && address != 0 && generation >= kCacheGenerationsStart;
+  const bool mine = slab >= 0 || stale;
+  u32 status = slab >= 0 ? cache_free_one(c, (u32)slab, address, generation)
+                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
+  bool ok = mine && status == kLaneOk;
   const u32 ok_mask = cache_ballot(mask, ok);
+  if (ok) {
+    const u32 same = cache_match(ok_mask, (u32)slab);
+    const u32 leader = __ffs(same) - 1;
+    const u32 n = __popc(same);
+    u32 before = 0;
+    if (lane_id() == leader) {
+      before = device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel);
+      if (before == n) cache_return_slab(c, (u32)slab);
+    }
+    before = (u32)shfl64(same, before, leader);
+    if (before < n || before > cache_slab_objects(device_atomic<u32>(c.slab_class[slab])
+                                                      .load(cuda::memory_order_relaxed))) {
+      // Every object of the slab was freed already, and its return cleared the bit these
+      // lanes found clear: second frees that raced the return. Their bits go (the slab's next
+      // life starts clear) and they are answered as such.
+      const u64 slot = (address - device_atomic<u64>(c.slab_base[slab]).load(cuda::memory_order_relaxed)) >>
+                       (device_atomic<u32>(c.slab_class[slab]).load(cuda::memory_order_relaxed) +
+                        kCacheMinObjectLog2);
+      device_atomic<u32>(c.bits[(u64)slab * kCacheBitmapWords + slot / 32])
+          .fetch_and(~(1u << (slot % 32)), cuda::memory_order_acq_rel);
+      status = kLaneDoubleFree;
+      ok = false;
+    }
+  }
+  const u32 freed_mask = cache_ballot(mask, ok);
   *any_failed = cache_ballot(mask, mine && !ok) != 0;
   u32 sm;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
   u64* counters = c.counters + (u64)(sm % kCacheCounterStripes) * kCacheFreeCounters;
   if (mine && !ok) atomicAdd(&counters[status], 1ull);  // bad frees: rare, one atomic each
-  if (ok && lane_id() == (u32)(__ffs(ok_mask) - 1)) atomicAdd(&counters[kLaneOk], (u64)__popc(ok_mask));
-  if (ok) {
-    const u32 same = cache_match(ok_mask, (u32)slab);
-    if (lane_id() == (u32)(__ffs(same) - 1)) {
-      const u32 n = __popc(same);
-      if (device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel) == n) {
-        cache_return_slab(c, (u32)slab);
-      }
-    }
+  if (ok && lane_id() == (u32)(__ffs(freed_mask) - 1)) {
+    atomicAdd(&counters[kLaneOk], (u64)__popc(freed_mask));
   }
   *lane_status = status;
   return mine;

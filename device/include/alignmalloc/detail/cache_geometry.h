@@ -19,7 +19,10 @@ constexpr u64 kCacheMaxSlabBlocks = 16;
 constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) / 32);
 constexpr u32 kSlabNumberShift = 40;
 constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
-constexpr u32 kEntryIdBits = 21;
+// A ring entry: the slab's base (2 MiB aligned) | (generation - 64) << kEntryIdBits | slab id.
+constexpr u32 kEntryIdBits = 15;
+// Generations of the caches' handles: 64..127 (the host's chunks use 1..63).
+constexpr u32 kCacheGenerationsStart = 64;
 constexpr u32 kCacheCounterStripes = 32;  // free counters: warps add to their SM's stripe
 constexpr u32 kCacheFreeCounters = 4;     // per stripe: one per LaneStatus of a device free
 
@@ -51,8 +54,11 @@ AM_HD u64 cache_slab_objects(u32 cls) {
   return cache_slab_blocks(cls) * kVablockBytes / cache_class_bytes(cls);
 }
 
-// The generation a handle from a slab in its epoch-th life carries (1..127).
-AM_HD u32 cache_epoch_generation(u32 epoch) { return epoch % 127u + 1u; }
+AM_HD u32 cache_entry_id(u64 entry) { return (u32)(entry & ((1u << kEntryIdBits) - 1)); }
+AM_HD u32 cache_entry_generation(u64 entry) {
+  return kCacheGenerationsStart + (u32)((entry >> kEntryIdBits) & 63u);
+}
+AM_HD u64 cache_entry_base(u64 entry) { return entry & ~(kVablockBytes - 1); }
 
 // The block table's first probe for block number `block` in a table of `len` (a power of two)
 // entries.

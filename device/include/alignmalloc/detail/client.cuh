@@ -11,8 +11,9 @@
 // the port, so its release covers everything the host will read. A closed mailbox (service
 // stopped) ends the wait with kStatusShutdown; the flag is read every 1024 polls, never before
 // posting. An unbound mailbox (all zero) answers kStatusUnbound at once. Single-writer words
-// only: no atomic read-modify-write ever crosses PCIe. See orchestrator/src/mailbox.rs for the
-// host side.
+// only: no atomic read-modify-write ever crosses PCIe. A request posted without waiting
+// (am::post_free) leaves the port marked owed in its lock word; the next holder waits for that
+// answer before it writes the port. See orchestrator/src/mailbox.rs for the host side.
 //
 // Why no acquire load per poll and no flag read before posting: every one of those is a
 // system-scope read across PCIe, and the one flag word read by every warp was the client's
@@ -65,14 +66,26 @@ __device__ __forceinline__ u32 peek_host_word(const u32* word) {
 // longest backoff, about every 4 ms: how long a warp that posts after the close waits).
 constexpr u32 kPollsPerClosedCheck = 1024;
 
-// Leader only: take a free port, starting at the warp's home port.
-__device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
+// A port's lock word (device memory): bit 0 held; bit 1 set while the port's last request was
+// posted without waiting (am::post_free) and may still be unanswered, its sequence number's low
+// 30 bits above. The next holder waits for that answer before posting its own, so the request
+// words keep one writer at a time and the host reads each request whole.
+constexpr u32 kPortHeld = 1u;
+constexpr u32 kPortOwed = 2u;
+constexpr u32 kOwedSeqMask = 0x3FFFFFFFu;
+
+__device__ __forceinline__ u32 owed_lock_word(u32 seq) { return (seq & kOwedSeqMask) << 2 | kPortOwed; }
+
+// Leader only: take a free port, starting at the warp's home port; its lock word as it was.
+__device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp, u32* was) {
   u32 port = (warp * 0x9E3779B1u) % mb.ports;
   for (u32 tries = 1;; ++tries) {
     cuda::atomic_ref<u32, cuda::thread_scope_device> lock(mb.locks[port]);
-    u32 expected = 0;
-    if (lock.compare_exchange_strong(expected, 1u, cuda::memory_order_acquire,
+    u32 expected = lock.load(cuda::memory_order_relaxed);
+    if ((expected & kPortHeld) == 0 &&
+        lock.compare_exchange_strong(expected, kPortHeld, cuda::memory_order_acquire,
                                      cuda::memory_order_relaxed)) {
+      *was = expected;
       return port;
     }
     port = port + 1 == mb.ports ? 0 : port + 1;
@@ -80,8 +93,28 @@ __device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp) {
   }
 }
 
-// The warp-collective request: the active lanes each contribute `word`.
-__device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
+// Leader only: wait until the host acknowledged `seq` on `port` (then acquire what it wrote);
+// false when the mailbox closed first.
+__device__ inline bool wait_ack(const DeviceMailbox& mb, u32 port, u32 seq, u32 seq_mask) {
+  u32 pause = 32;
+  for (u32 polls = 1;; ++polls) {
+    if (((peek_host_word(&mb.ack_seq[port]) ^ seq) & seq_mask) == 0) {
+      // With the relaxed read above, an acquire of the host's release of the acknowledgement.
+      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+      return true;
+    }
+    if (polls % kPollsPerClosedCheck == 0 && load_host_word(mb.closed)) {
+      return ((load_host_word(&mb.ack_seq[port]) ^ seq) & seq_mask) == 0;  // answered just before closing
+    }
+    __nanosleep(pause);
+    if (pause < 4096) pause *= 2;
+  }
+}
+
+// The warp-collective request: the active lanes each contribute `word`. Unless `wait`, the
+// leader posts it and releases the port at once, marked owed, and the reply is not read: every
+// lane gets status kStatusOk and lane status kLaneOk (the host counts and keeps the outcome).
+__device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word, bool wait = true) {
   const u32 active = __activemask();
   const u32 lane = lane_id();
   if (mb.ports == 0) {
@@ -95,55 +128,67 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word) {
   const u32 warp = global_warp_id();
   u32 port = 0;
   u32 seq = 0;
+  bool closed = false;
+  u32 was = 0;
   if (lane == leader) {
-    port = lock_port(mb, warp);
-    // Relaxed is enough: the lock's acquire follows the previous holder's acquire of this
-    // acknowledgement, so no older value can be read here.
+    port = lock_port(mb, warp, &was);
+    if (was & kPortOwed) {
+      // The previous holder posted without waiting: its answer comes first. Reading the
+      // acknowledgement after that wait is then an acquire of the newest one.
+      closed = !wait_ack(mb, port, was >> 2, kOwedSeqMask);
+    }
+    // Relaxed is enough otherwise: the lock's acquire follows the previous holder's acquire of
+    // this acknowledgement, so no older value can be read here.
     seq = peek_host_word(&mb.ack_seq[port]) + 1u;
     RequestRecord& r = mb.requests[port];
-    r.op = op;
-    r.lane_mask = active;
-    r.warp = warp;
-    r.reserved = 0;
+    if (!closed) {
+      r.op = op;
+      r.lane_mask = active;
+      r.warp = warp;
+      r.reserved = 0;
+    }
   }
   Reply reply;
   reply.active = active;
   port = shfl32(active, port, leader);
-  // The leader writes every word it publishes: a release orders the releasing thread's own
-  // writes, so the lanes hand their words to the leader instead of storing them themselves.
-  volatile u64* words = mb.requests[port].words;
-  for (u32 m = active; m != 0; m &= m - 1) {
-    const u32 source = __ffs(m) - 1;
-    const u64 value = shfl64(active, word, source);
-    if (lane == leader) words[source] = value;
-  }
+  closed = shfl32(active, closed ? 1u : 0u, leader) != 0;
   u64 w[kReplyWords];
-  if (lane == leader) {
-    __threadfence_system();
-    cuda::atomic_ref<u32, cuda::thread_scope_system>(mb.req_seq[port])
-        .store(seq, cuda::memory_order_release);
-    const volatile u64* src = reinterpret_cast<const volatile u64*>(&mb.replies[port]);
-    u32 pause = 32;
-    for (u32 polls = 1;; ++polls) {
-      if (peek_host_word(&mb.ack_seq[port]) == seq) {
-        // With the relaxed read above, an acquire of the host's release of the acknowledgement.
-        cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
-        for (u32 i = 0; i < kReplyWords; ++i) w[i] = src[i];
-        break;
-      }
-      if (polls % kPollsPerClosedCheck == 0 && load_host_word(mb.closed)) {
-        if (load_host_word(&mb.ack_seq[port]) == seq) continue;  // answered just before closing
-        for (u32 i = 0; i < kReplyWords; ++i) w[i] = 0;
-        w[0] = kStatusShutdown;
-        break;
-      }
-      __nanosleep(pause);
-      if (pause < 4096) pause *= 2;
+  for (u32 i = 0; i < kReplyWords; ++i) w[i] = 0;
+  if (closed) {
+    // The host stopped with a request of this port unanswered: nothing may be written to it.
+    w[0] = kStatusShutdown;
+    if (lane == leader) {
+      cuda::atomic_ref<u32, cuda::thread_scope_device>(mb.locks[port])
+          .store(was, cuda::memory_order_release);
     }
-    cuda::atomic_ref<u32, cuda::thread_scope_device>(mb.locks[port])
-        .store(0u, cuda::memory_order_release);
+  } else {
+    // The leader writes every word it publishes: a release orders the releasing thread's own
+    // writes, so the lanes hand their words to the leader instead of storing them themselves.
+    volatile u64* words = mb.requests[port].words;
+    for (u32 m = active; m != 0; m &= m - 1) {
+      const u32 source = __ffs(m) - 1;
+      const u64 value = shfl64(active, word, source);
+      if (lane == leader) words[source] = value;
+    }
+    if (lane == leader) {
+      __threadfence_system();
+      cuda::atomic_ref<u32, cuda::thread_scope_system>(mb.req_seq[port])
+          .store(seq, cuda::memory_order_release);
+      u32 unlocked = owed_lock_word(seq);
+      if (wait) {
+        if (wait_ack(mb, port, seq, ~0u)) {
+          const volatile u64* src = reinterpret_cast<const volatile u64*>(&mb.replies[port]);
+          for (u32 i = 0; i < kReplyWords; ++i) w[i] = src[i];
+          unlocked = 0u;
+        } else {
+          w[0] = kStatusShutdown;
+        }
+      }
+      cuda::atomic_ref<u32, cuda::thread_scope_device>(mb.locks[port])
+          .store(unlocked, cuda::memory_order_release);
+    }
+    for (u32 i = 0; i < kReplyWords; ++i) w[i] = shfl64(active, w[i], leader);
   }
-  for (u32 i = 0; i < kReplyWords; ++i) w[i] = shfl64(active, w[i], leader);
   reply.status = (u32)w[0];
   reply.size_class = (u32)(w[0] >> 32);
   reply.tile_log2 = (u32)w[1];
@@ -218,7 +263,9 @@ __device__ inline void* malloc_plain(const DeviceMailbox& mb, u64 size, u32* sta
 
 namespace detail {
 
-__device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word) {
+// A free of `word` (a handle, or an address for kOpFreePointer): judged on the device for cache
+// objects; else sent to the host, waiting for its answer unless `posted`.
+__device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word, bool posted) {
   if (mb.caches.classes != 0) {
     // With caches, a null takes no part, and objects of cache slabs are freed on the device.
     FreeResult result = {kStatusOk, kLaneOk};
@@ -235,7 +282,7 @@ __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word
       }
     }
   }
-  const Reply r = call(mb, op, word);
+  const Reply r = call(mb, op, word, !posted);
   FreeResult result;
   result.status = r.status;
   // An unbound mailbox freed nothing; the lane's own byte is meaningless then.
@@ -247,7 +294,7 @@ __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word
 
 // Give back a handle from am::malloc or am::malloc_contiguous (0 is a no-op).
 __device__ inline FreeResult free(const DeviceMailbox& mb, u64 handle) {
-  return detail::free_word(mb, kOpFree, handle);
+  return detail::free_word(mb, kOpFree, handle, false);
 }
 
 // Give back the object whose first byte `pointer` is (from am::malloc_plain, or the address of a
@@ -255,7 +302,22 @@ __device__ inline FreeResult free(const DeviceMailbox& mb, u64 handle) {
 // address is kLaneDoubleFree until a new object starts there (an address has no generation), a
 // pointer inside an object is kLaneInteriorPointer, and one outside the arena kLaneInvalidHandle.
 __device__ inline FreeResult free(const DeviceMailbox& mb, const void* pointer) {
-  return detail::free_word(mb, kOpFreePointer, reinterpret_cast<u64>(pointer));
+  return detail::free_word(mb, kOpFreePointer, reinterpret_cast<u64>(pointer), false);
+}
+
+// am::free without waiting for the host: objects of the device caches are judged here and their
+// outcome returned as by am::free; any other free is posted to the host and returns at once with
+// kStatusOk / kLaneOk, its outcome counted by the host (am_counters_get) and, when it fails, kept
+// in the host's list of the last bad frees (am_last_bad_frees) and logged. The host answers
+// posted frees in order with everything else, so an object is free once the runtime has settled
+// (am_drain_caches, or any later call on the same port).
+__device__ inline FreeResult post_free(const DeviceMailbox& mb, u64 handle) {
+  return detail::free_word(mb, kOpFree, handle, true);
+}
+
+// am::free(pointer) without waiting for the host, as am::post_free(handle).
+__device__ inline FreeResult post_free(const DeviceMailbox& mb, const void* pointer) {
+  return detail::free_word(mb, kOpFreePointer, reinterpret_cast<u64>(pointer), true);
 }
 
 }  // namespace am
