@@ -448,3 +448,83 @@ fn a_stale_handle_of_a_returned_slab_is_a_double_free() {
     rt.drain_caches().unwrap();
     assert!(rt.is_empty());
 }
+
+/// The soak's pattern on CPU warps: each lane keeps 4 objects across rounds, frees a random one
+/// each step (sometimes twice: the second must never answer Ok), allocates 1 B-32 KiB, with
+/// drains between rounds; at the end everything is freed and nothing is left.
+#[test]
+fn second_frees_never_free_another_object_under_churn() {
+    use std::sync::Mutex;
+    let rt = sim(1024);
+    let warps = 64u32;
+    let steps: u32 = std::env::var("ALIGNMALLOC_SOAK_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let rounds = 4u32;
+    let slots: Vec<Mutex<[[Handle; 32]; 4]>> = (0..warps)
+        .map(|_| Mutex::new([[Handle::NULL; 32]; 4]))
+        .collect();
+    let mix = |mut x: u64| {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    };
+    let wrong = std::sync::atomic::AtomicU64::new(0);
+    for round in 0..=rounds {
+        rt.run_warps(warps, |warp| {
+            let mut held = slots[warp.id() as usize].lock().unwrap();
+            let last = round == rounds;
+            for step in 0..if last { 4 } else { steps } {
+                let r = mix(u64::from(warp.id()) << 40 | u64::from(round) << 20 | u64::from(step));
+                let slot = if last {
+                    step as usize
+                } else {
+                    (r % 4) as usize
+                };
+                let old = held[slot];
+                let mask = (0..32)
+                    .filter(|&l| !old[l].is_null())
+                    .fold(0u32, |m, l| m | 1 << l);
+                if mask != 0 {
+                    let freed = warp.free(mask, &old);
+                    assert!(
+                        (0..32)
+                            .filter(|l| mask >> l & 1 == 1)
+                            .all(|l| freed.lanes[l] == LaneStatus::Ok),
+                        "{:?}",
+                        freed.lanes
+                    );
+                    let twice = mask & (mix(r) as u32);
+                    if twice != 0 {
+                        let again = warp.free(twice, &old);
+                        for l in (0..32).filter(|l| twice >> l & 1 == 1) {
+                            if again.lanes[l] != LaneStatus::DoubleFree {
+                                wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    held[slot] = [Handle::NULL; 32];
+                }
+                if last {
+                    continue;
+                }
+                let sizes: [u64; 32] = std::array::from_fn(|l| {
+                    let x = mix(r ^ (l as u64 + 1) << 50);
+                    1 + (x >> 8) % (1 << (x % 16))
+                });
+                held[slot] = warp.malloc(u32::MAX, &sizes).unwrap();
+            }
+        })
+        .unwrap();
+        rt.drain_caches().unwrap();
+    }
+    assert_eq!(
+        wrong.into_inner(),
+        0,
+        "second frees answered other than DoubleFree"
+    );
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty(), "{:?}", rt.describe_live_chunks());
+}
