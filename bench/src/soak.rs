@@ -73,9 +73,24 @@ const COUNTERS: [&str; 22] = [
     "failure_events",
 ];
 
-/// Failure events the kernel keeps, of [`EVENT_WORDS`] words: kind, handle, size, lane status.
+/// Failure events the kernel keeps, of [`EVENT_WORDS`] words: kind, handle, size, lane status,
+/// and the device cache slab on the handle's block before its free and after.
 const MAX_EVENTS: usize = 64;
-const EVENT_WORDS: usize = 4;
+const EVENT_WORDS: usize = 6;
+
+/// A slab as `soak.cu`'s `slab_view` packs it.
+fn slab_view(word: u64) -> String {
+    if word == u64::MAX {
+        return "no slab".into();
+    }
+    format!(
+        "slab {} (number {}, class {}, generation {})",
+        word & 0xFFFF,
+        word >> 32,
+        (word >> 24) & 0xFF,
+        (word >> 16) & 0xFF
+    )
+}
 
 #[derive(Serialize)]
 struct Report {
@@ -190,11 +205,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 .map_or_else(|| format!("code {}", e[3]), |s| format!("{s:?}"));
             let h = runtime::Handle(e[1]);
             format!(
-                "{what} {status}: handle {:#x} ({:?}, generation {}), {} bytes",
+                "{what} {status}: handle {:#x} ({:?}, generation {}), {} bytes; before the free: {}; after: {}",
                 e[1],
                 h.kind(),
                 h.generation(),
-                e[2]
+                e[2],
+                slab_view(e[4]),
+                slab_view(e[5])
             )
         })
         .collect();

@@ -70,14 +70,30 @@ __device__ am::u64 damaged_bytes(am::u64 handle, am::u64 size) {
   return bad;
 }
 
+// The device cache slab on the block of `handle` now, for failure events: slab number << 32 |
+// class << 24 | generation << 16 | slab id; all ones when no slab holds the block.
+__device__ am::u64 slab_view(const am::DeviceMailbox& mb, am::u64 handle) {
+  const am::DeviceCaches& c = mb.caches;
+  if (c.classes == 0) return ~0ull;
+  const int id = am::detail::cache_slab_of_block(c, am::handle_address(handle) >> 21);
+  if (id < 0) return ~0ull;
+  const auto word = [](const unsigned* w) {
+    return (am::u64)am::detail::device_atomic<unsigned>(*const_cast<unsigned*>(w))
+        .load(cuda::memory_order_relaxed);
+  };
+  return word(&c.slab_number[id]) << 32 | word(&c.slab_class[id]) << 24 |
+         word(&c.slab_generation[id]) << 16 | (am::u64)id;
+}
+
 // A failure, for diagnosis: kind (1 a bad free answered other than its defined status, 2 a free
-// of a live object refused, 3 a bad free answered Ok), the handle, its size and the lane status
-// answered.
+// of a live object refused, 3 a bad free answered Ok), the handle, its size, the lane status
+// answered, and the slab on the handle's block before its (first) free and after ([slab_view]).
 constexpr unsigned kMaxEvents = 64;
-constexpr unsigned kEventWords = 4;
+constexpr unsigned kEventWords = 6;
 
 __device__ void record(unsigned long long* counters, unsigned long long* events, unsigned kind,
-                       am::u64 handle, am::u64 size, unsigned status) {
+                       am::u64 handle, am::u64 size, unsigned status, am::u64 slab_before,
+                       am::u64 slab_after) {
   const unsigned long long i = atomicAdd(&counters[kEvents], 1ull);
   if (i >= kMaxEvents) return;
   unsigned long long* e = events + i * kEventWords;
@@ -85,13 +101,19 @@ __device__ void record(unsigned long long* counters, unsigned long long* events,
   e[1] = handle;
   e[2] = size;
   e[3] = status;
+  e[4] = slab_before;
+  e[5] = slab_after;
 }
 
-__device__ void expect(unsigned long long* counters, unsigned long long* events, am::u64 handle,
-                       am::u64 size, unsigned lane_status, unsigned wanted) {
+__device__ void expect(const am::DeviceMailbox& mb, unsigned long long* counters,
+                       unsigned long long* events, am::u64 handle, am::u64 size,
+                       unsigned lane_status, unsigned wanted, am::u64 slab_before) {
   add(counters, kBadFreesSent, 1);
   // Answers other than the defined one; an Ok (the bad free freed something) first of all.
-  if (lane_status != wanted) record(counters, events, lane_status == am::kLaneOk ? 3 : 1, handle, size, lane_status);
+  if (lane_status != wanted) {
+    record(counters, events, lane_status == am::kLaneOk ? 3 : 1, handle, size, lane_status,
+           slab_before, slab_view(mb, handle));
+  }
   const unsigned answers = wanted == am::kLaneInteriorPointer ? kInteriorAnswers : kDoubleAnswers;
   add(counters, answers + (lane_status < 5 ? lane_status : 4), 1);
   if (lane_status != wanted) {
@@ -121,21 +143,25 @@ extern "C" __global__ void am_soak(am::DeviceMailbox mb, unsigned long long seed
       const unsigned roll = (unsigned)(rng >> 32) % 16u;
       if (roll == 0) {
         // Not at the object's start: every object is at least 16-byte aligned.
+        const am::u64 slab = slab_view(mb, held);
         const am::FreeResult inner = am::free(mb, held + 8);
-        expect(counters, events, held + 8, size, inner.lane_status, am::kLaneInteriorPointer);
+        expect(mb, counters, events, held + 8, size, inner.lane_status, am::kLaneInteriorPointer,
+               slab);
       }
       if (roll % 4 == 1) {
         am::post_free(mb, held);
         add(counters, kFreesPosted, 1);
       } else {
+        const am::u64 slab = slab_view(mb, held);
         const am::FreeResult freed = am::free(mb, held);
         if (freed.lane_status != am::kLaneOk) {
           add(counters, kFreeFailures, 1);
           counters[kLastFreeStatus] = freed.lane_status;
-          record(counters, events, 2, held, size, freed.lane_status);
+          record(counters, events, 2, held, size, freed.lane_status, slab, slab_view(mb, held));
         } else if (roll == 2) {
           // Right after its free, before its memory can come back in a later life.
-          expect(counters, events, held, size, am::free(mb, held).lane_status, am::kLaneDoubleFree);
+          expect(mb, counters, events, held, size, am::free(mb, held).lane_status,
+                 am::kLaneDoubleFree, slab);
         }
       }
       my_live[slot] = 0;
