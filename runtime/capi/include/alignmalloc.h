@@ -157,6 +157,22 @@ typedef struct am_service_stats {
   uint64_t resolve_nanos;
 } am_service_stats;
 
+// What the device caches hold and did (`am_cache_stats_get`).
+typedef struct am_cache_stats {
+  // Whether the runtime has device caches (all else is 0 when not).
+  bool enabled;
+  // Slabs the host handed to the caches.
+  uint64_t refills;
+  // Slabs the device gave back with every object freed.
+  uint64_t returns;
+  // Asks the host could not serve (those lanes went through the mailbox).
+  uint64_t denials;
+  // Bytes the caches hold now.
+  uint64_t held_bytes;
+  // The most bytes they held at once.
+  uint64_t peak_held_bytes;
+} am_cache_stats;
+
 // A free the host refused (`am_last_bad_frees`).
 typedef struct am_bad_free {
   // Its rank among all the bad frees of the runtime (1 = the first).
@@ -398,6 +414,13 @@ am_status am_counters_get(const struct am_runtime *runtime, struct am_counters *
 // # Safety
 // `stats` is null or writable.
 am_status am_service_stats_get(const struct am_runtime *runtime, struct am_service_stats *stats);
+
+// The device caches' counters: slabs handed out, given back and denied, bytes held now and at
+// most (`enabled` is false, and the rest 0, when the runtime has no caches).
+//
+// # Safety
+// `stats` is null or writable.
+am_status am_cache_stats_get(const struct am_runtime *runtime, struct am_cache_stats *stats);
 
 // The last frees the host refused, oldest first: up to `capacity` of them written to
 // `bad_frees`, and how many the runtime keeps now (at most 64) to `*count`. Frees posted with

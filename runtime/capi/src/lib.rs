@@ -485,6 +485,25 @@ pub unsafe extern "C" fn am_service_stats_get(
     })
 }
 
+/// The device caches' counters: slabs handed out, given back and denied, bytes held now and at
+/// most (`enabled` is false, and the rest 0, when the runtime has no caches).
+///
+/// # Safety
+/// `stats` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn am_cache_stats_get(
+    runtime: *const am_runtime,
+    stats: *mut am_cache_stats,
+) -> am_status {
+    guard("am_cache_stats_get", || {
+        require(stats, "stats")?;
+        let s = am_cache_stats::from(registry::get(runtime)?.runtime.cache_stats());
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { stats.write(s) };
+        Ok(())
+    })
+}
+
 /// The last frees the host refused, oldest first: up to `capacity` of them written to
 /// `bad_frees`, and how many the runtime keeps now (at most 64) to `*count`. Frees posted with
 /// `am::post_free` are judged when the host answers them: call `am_drain_caches` (which waits for

@@ -436,3 +436,38 @@ fn a_panic_inside_a_call_becomes_an_internal_error() {
     assert!(last_error().contains("boom"), "{}", last_error());
     assert!(last_error().starts_with("test_call"), "{}", last_error());
 }
+
+#[test]
+fn cache_stats_say_whether_the_runtime_has_caches() {
+    let rt = sim_runtime(64 << 20);
+    let mut stats = am_cache_stats::default();
+    // SAFETY: valid out-pointer.
+    assert_eq!(unsafe { am_cache_stats_get(rt, &mut stats) }, AM_OK);
+    assert!(stats.enabled, "on by default");
+    assert_eq!((stats.refills, stats.held_bytes), (0, 0), "no kernel ran");
+    assert_eq!(
+        // SAFETY: a null out-pointer is refused before any write.
+        unsafe { am_cache_stats_get(rt, null_mut()) },
+        AM_ERR_NULL_ARGUMENT
+    );
+    assert_eq!(am_runtime_destroy(rt), AM_OK);
+
+    let options = am_options {
+        backend: AM_BACKEND_SIM,
+        arena_bytes: 64 << 20,
+        no_device_caches: true,
+        ..Default::default()
+    };
+    let mut rt = null_mut();
+    // SAFETY: both pointers are valid locals.
+    assert_eq!(unsafe { am_runtime_create(&options, &mut rt) }, AM_OK);
+    let mut stats = am_cache_stats {
+        enabled: true,
+        refills: 7,
+        ..Default::default()
+    };
+    // SAFETY: valid out-pointer.
+    assert_eq!(unsafe { am_cache_stats_get(rt, &mut stats) }, AM_OK);
+    assert_eq!(stats, am_cache_stats::default(), "off: all zero");
+    assert_eq!(am_runtime_destroy(rt), AM_OK);
+}

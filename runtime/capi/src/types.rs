@@ -2,6 +2,7 @@
 //! plain integers (enumerations travel as `uint32_t` with `AM_*` constants, so no value a C
 //! caller passes is undefined behaviour here).
 
+use orchestrator::caches::CacheStatsSnapshot;
 use orchestrator::stats::StatsSnapshot;
 use orchestrator::{DeviceMailbox, ResolverCounters};
 
@@ -188,6 +189,40 @@ impl From<&runtime::BadFree> for am_bad_free {
             number: b.number,
             handle: b.handle.0,
             lane_status: b.outcome as u32,
+        }
+    }
+}
+
+/// What the device caches hold and did (`am_cache_stats_get`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct am_cache_stats {
+    /// Whether the runtime has device caches (all else is 0 when not).
+    pub enabled: bool,
+    /// Slabs the host handed to the caches.
+    pub refills: u64,
+    /// Slabs the device gave back with every object freed.
+    pub returns: u64,
+    /// Asks the host could not serve (those lanes went through the mailbox).
+    pub denials: u64,
+    /// Bytes the caches hold now.
+    pub held_bytes: u64,
+    /// The most bytes they held at once.
+    pub peak_held_bytes: u64,
+}
+
+impl From<Option<CacheStatsSnapshot>> for am_cache_stats {
+    fn from(s: Option<CacheStatsSnapshot>) -> Self {
+        match s {
+            None => Self::default(),
+            Some(s) => Self {
+                enabled: true,
+                refills: s.refills,
+                returns: s.returns,
+                denials: s.denials,
+                held_bytes: s.held_bytes,
+                peak_held_bytes: s.peak_held_bytes,
+            },
         }
     }
 }
