@@ -73,6 +73,14 @@ const COUNTERS: [&str; 22] = [
     "failure_events",
 ];
 
+/// Kernel counter `name` of `counts` (words in [`COUNTERS`] order).
+fn counter(counts: &[u64], name: &str) -> u64 {
+    counts[COUNTERS
+        .iter()
+        .position(|n| *n == name)
+        .expect("a known counter")]
+}
+
 /// Failure events the kernel keeps, of [`EVENT_WORDS`] words: kind, handle, size, lane status,
 /// and the device cache slab on the handle's block before its free and after.
 const MAX_EVENTS: usize = 64;
@@ -167,25 +175,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
         }?
         .wait()?;
-        let done = launch == launches;
-        if done || (args.drain_every > 0 && (launch + 1) % args.drain_every == 0) {
+        if final_pass == 1 || (args.drain_every > 0 && (launch + 1) % args.drain_every == 0) {
             rt.drain_caches()?;
             drains += 1;
         }
         bar.inc(1);
         let c = stream.clone_dtoh(&counters)?;
+        let (objects, damaged) = (counter(&c, "objects"), counter(&c, "bytes_damaged"));
+        let failed = ["alloc_failures", "free_failures", "bad_frees_wrong"]
+            .iter()
+            .map(|name| counter(&c, name))
+            .sum::<u64>();
         tracing::info!(
             launch,
-            objects = c[0],
-            damaged_bytes = c[2],
+            objects,
+            damaged_bytes = damaged,
             seconds = started.elapsed().as_secs_f64(),
             "soak launch done"
         );
         bar.set_message(format!(
-            "{:.3e} objects, {} damaged bytes, {} failures",
-            c[0] as f64,
-            c[2],
-            c[3] + c[5] + c[9]
+            "{:.3e} objects, {damaged} damaged bytes, {failed} failures",
+            objects as f64
         ));
     }
     bar.finish_and_clear();
@@ -215,8 +225,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             )
         })
         .collect();
-    let value =
-        |name: &str| kernel_counts[COUNTERS.iter().position(|n| *n == name).expect("known")];
+    let value = |name: &str| counter(&kernel_counts, name);
     let after = rt.counters()?;
     let by_outcome: Vec<u64> = after
         .by_lane_status

@@ -6,10 +6,9 @@
 //! the held slabs sum to `held_blocks`, which never exceeds `max_blocks`; per class, the published
 //! and not yet taken slabs are fewer than `RING_LEN`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use std::collections::HashMap;
 
 use super::channel::{CacheChannel, entry_word};
 use super::geometry::{CACHE_CLASSES, RING_LEN, class_bytes, slab_blocks};
