@@ -93,8 +93,8 @@ pub struct DeviceCaches {
     /// Ring entries per class.
     pub ring_len: u32,
     /// Device memory: `u64` class word per class, `u32` lock per class, `u32` slab id per class
-    /// and ring entry, per slab id `u64` base and `u32` class, live, number and generation, the
-    /// bitmaps (`u32`), the block table (`u64`), one `u64` count of returns claimed, the free
+    /// and ring entry, per slab id `u64` base and `u32` class, live, number, generation and
+    /// life, the bitmaps (`u64`: life << 32 | 32 bits), the block table (`u64`), one `u64` count of returns claimed, the free
     /// counters (`u64`, 4 per stripe).
     pub device: [u64; crate::caches::DEVICE_ARRAYS],
     /// Host-written: `u32` filled and denied per class, `u64` ring entries.

@@ -431,10 +431,10 @@ fn a_slab_freed_empty_while_the_host_tends_goes_back_once() {
 }
 
 /// A second free racing the slab's return: one warp frees the last live object of a retired slab
-/// (its return unmaps the blocks and clears the bitmap) while another frees an object of it
-/// again. The second free is a double free whichever way they interleave (its bit still set,
-/// the slab gone, or its bit found clear mid-return and given back), the slab goes back once,
-/// and no bit of the freed slab is left set for its next life.
+/// (its return unmaps the blocks) while another frees an object of it again. The second free is
+/// a double free whichever way they interleave (its bit still set, or the slab gone), and the
+/// slab goes back once. (A second free that outlives the slab's next start is in the unit tests
+/// of `caches::device`, step by step.)
 #[test]
 fn a_second_free_racing_the_slab_s_return_is_a_double_free() {
     model_caches(|| {
@@ -455,11 +455,6 @@ fn a_second_free_racing_the_slab_s_return_is_a_double_free() {
         assert_eq!(again.lanes[0], LaneStatus::DoubleFree);
         keeper.tend(&mut resolver);
         assert_eq!(keeper.stats().snapshot().returns, 1);
-        let bits = caches.save(8);
-        assert!(
-            bits.iter().all(|&b| b == 0),
-            "a bit of the returned slab is left set"
-        );
         let frees = caches.frees_by_outcome();
         assert_eq!(frees[LaneStatus::Ok as usize], 2);
         assert_eq!(frees[LaneStatus::DoubleFree as usize], 1);

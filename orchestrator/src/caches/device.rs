@@ -7,15 +7,20 @@
 //! each slab number modulo `RING_LEN`. Per slab id: its base, class, live objects (all of them
 //! when it becomes current, counted down by frees), slab number and generation (64..128, from
 //! the host's ring entry: it differs from the last slab on the same blocks; every handle of the
-//! slab carries it), and its bitmap of freed objects. A hash table maps each
+//! slab carries it), its life (how many times the id became current) and its bitmap of freed
+//! objects, each `u64` word the life it belongs to (high half) and 32 bits. A hash table maps each
 //! VABlock that was ever part of a slab to the slab holding it now (or none): keys are never
 //! removed, so lookups stop at the first empty entry and the table never fills with tombstones;
 //! it has room for twice the arena's largest size in blocks.
 //!
-//! Invariants: a slab id's bitmap is all zero while the host holds the id (the device clears it
-//! before returning the slab); a slab's live count is its objects minus its freed bits; objects
-//! are never handed out twice in one life of a slab (the cursor only grows), so a bit already set
-//! is a double free.
+//! Invariants: a slab's bitmap words carry its current life from the moment it becomes current
+//! (the warp that makes it current clears them with the new life); at its return every bit is
+//! set, and they stay so while the host holds the id. A free's atomic OR returns the word's life
+//! with its bit, so a late second free of an object whose slab went back, or came back in a new
+//! life meanwhile, finds a set bit or another life and is a double free (a bit it set in a later
+//! life is taken back at once). Hence a slab's live count is its objects minus
+//! its freed bits, and objects are never handed out twice in one life (the cursor only grows),
+//! so a bit already set is a double free.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -65,7 +70,7 @@ pub fn hash_home(block: u64, len: usize) -> usize {
 }
 
 /// Number of device arrays ([`CpuCaches::arrays`]).
-pub const DEVICE_ARRAYS: usize = 12;
+pub const DEVICE_ARRAYS: usize = 13;
 
 /// Stripes of the free counters (warps add to the stripe of their SM, so no one word is hot).
 pub const COUNTER_STRIPES: usize = 32;
@@ -99,7 +104,8 @@ pub struct CpuCaches {
     slab_live: Box<[AtomicU32]>,
     slab_number: Box<[AtomicU32]>,
     slab_generation: Box<[AtomicU32]>,
-    bits: Box<[AtomicU32]>,
+    slab_life: Box<[AtomicU32]>,
+    bits: Box<[AtomicU64]>,
     hash: Box<[AtomicU64]>,
     returns_claimed: AtomicU64,
     /// Per stripe, frees by outcome (`LaneStatus` code 0..4).
@@ -125,7 +131,8 @@ pub fn device_array_lens(
         (4, max_slabs),
         (4, max_slabs),
         (4, max_slabs),
-        (4, max_slabs * BITMAP_WORDS),
+        (4, max_slabs),
+        (8, max_slabs * BITMAP_WORDS),
         (8, hash_len(max_arena_blocks)),
         (8, 1),
         (8, COUNTER_STRIPES * FREE_COUNTERS),
@@ -147,10 +154,11 @@ impl CpuCaches {
             slab_live: u32s(lens[5]),
             slab_number: u32s(lens[6]),
             slab_generation: u32s(lens[7]),
-            bits: u32s(lens[8]),
-            hash: u64s(lens[9]),
+            slab_life: u32s(lens[8]),
+            bits: u64s(lens[9]),
+            hash: u64s(lens[10]),
             returns_claimed: AtomicU64::new(0),
-            counters: u64s(lens[11]),
+            counters: u64s(lens[12]),
             channel,
         }
     }
@@ -313,6 +321,14 @@ impl CpuCaches {
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
         self.slab_number[slab].store(number, Ordering::Relaxed);
         self.slab_generation[slab].store(u32::from(generation), Ordering::Relaxed);
+        // The new life after the fields above (a free that reads it sees them), then its
+        // bitmap: a late free of an earlier life finds the words of this one and is refused.
+        let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
+        self.slab_life[slab].store(life, Ordering::Release);
+        let used = (slab_objects(class) as usize).div_ceil(32);
+        for w in &self.bits[slab * BITMAP_WORDS..slab * BITMAP_WORDS + used] {
+            w.store(u64::from(life) << 32, Ordering::Relaxed);
+        }
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, id + 1);
         }
@@ -395,7 +411,10 @@ impl CpuCaches {
             }
             out.handled |= 1 << lane;
             let outcome = match slab {
-                Some(slab) => self.free_one(slab, address, generation),
+                Some(slab) => match self.judge_free(slab, address, generation) {
+                    Ok((slot, life)) => self.set_bit(slab, slot, life),
+                    Err(status) => status,
+                },
                 None => LaneStatus::DoubleFree,
             };
             out.lanes[lane] = outcome;
@@ -414,28 +433,12 @@ impl CpuCaches {
                 slabs[l] = usize::MAX;
             }
             let freed = same.count_ones();
+            // These lanes set their bits in the slab's current life, so it is live until they
+            // count down: the count cannot be below them.
             let before = self.slab_live[slab].fetch_sub(freed, Ordering::AcqRel);
+            debug_assert!(before >= freed, "slab {slab}: {before} live, {freed} freed");
             if before == freed {
                 self.return_slab(slab);
-            }
-            let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
-            if before < freed || u64::from(before) > slab_objects(class) {
-                // Every object of the slab was freed already, and its return cleared the bits
-                // these lanes found clear: second frees that raced the return. Their bits go
-                // (the slab's next life starts clear) and they are answered as such.
-                let base = self.slab_base[slab].load(Ordering::Relaxed);
-                let log2 = class as u32 + MIN_OBJECT_LOG2;
-                for l in set_lanes(same) {
-                    let address = if by_address {
-                        words[l]
-                    } else {
-                        Handle(words[l]).address()
-                    };
-                    let slot = (address - base) >> log2;
-                    self.bits[slab * BITMAP_WORDS + slot as usize / 32]
-                        .fetch_and(!(1 << (slot % 32)), Ordering::AcqRel);
-                    out.lanes[l] = LaneStatus::DoubleFree;
-                }
             }
         }
         // Stripe 0: CPU warps have no SM; the sums are what the host reads.
@@ -445,37 +448,62 @@ impl CpuCaches {
         out
     }
 
-    fn free_one(&self, slab: usize, address: u64, generation: Option<u8>) -> LaneStatus {
-        // The generation first: a handle of an earlier slab on these blocks (of any class) is
+    /// One lane's object in `slab`, before its bit: its slot and the slab's life it was judged
+    /// in when it may be freed, else its outcome.
+    fn judge_free(
+        &self,
+        slab: usize,
+        address: u64,
+        generation: Option<u8>,
+    ) -> Result<(u64, u32), LaneStatus> {
+        // The life first: the fields read below are this life's or a later one's, and the
+        // bit is set only in a word of this life.
+        let life = self.slab_life[slab].load(Ordering::Acquire);
+        // Then the generation: a handle of an earlier slab on these blocks (of any class) is
         // a second free, wherever in the new slab it points. Generation 0 (a free by address,
         // or a handle made by hand) is not checked.
         let current = self.slab_generation[slab].load(Ordering::Relaxed) as u8;
         if generation.is_some_and(|g| g != 0 && g != current) {
-            return LaneStatus::DoubleFree;
+            return Err(LaneStatus::DoubleFree);
         }
         let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
         let log2 = class as u32 + MIN_OBJECT_LOG2;
         let offset = address.wrapping_sub(self.slab_base[slab].load(Ordering::Relaxed));
         if offset >> log2 >= slab_objects(class) {
-            return LaneStatus::InvalidHandle;
+            return Err(LaneStatus::InvalidHandle);
         }
         if offset & ((1 << log2) - 1) != 0 {
-            return LaneStatus::InteriorPointer;
+            return Err(LaneStatus::InteriorPointer);
         }
         let slot = offset >> log2;
         let word = self.class_words[class].load(Ordering::Acquire);
         if (word >> SLAB_NUMBER_SHIFT) as u32 == self.slab_number[slab].load(Ordering::Relaxed)
             && slot >= word & CURSOR_MASK
         {
-            return LaneStatus::InvalidHandle; // not handed out yet
+            return Err(LaneStatus::InvalidHandle); // not handed out yet
         }
-        let bit = 1u32 << (slot % 32);
-        let before =
-            self.bits[slab * BITMAP_WORDS + slot as usize / 32].fetch_or(bit, Ordering::AcqRel);
-        if before & bit != 0 {
-            return LaneStatus::DoubleFree;
+        Ok((slot, life))
+    }
+
+    /// Set the bit of `slot` in `slab`, judged in life `life`: `Ok`, or `DoubleFree` when the
+    /// bit was set already or the word is of another life (the slab went back, or came back,
+    /// since). The word's life comes back with the bit from one atomic; a bit that landed in a
+    /// later life is taken back at once (as on the GPU, `detail/cache.cuh`).
+    fn set_bit(&self, slab: usize, slot: u64, life: u32) -> LaneStatus {
+        let bit = 1u64 << (slot % 32);
+        let word = &self.bits[slab * BITMAP_WORDS + slot as usize / 32];
+        let before = word.fetch_or(bit, Ordering::AcqRel);
+        if (before >> 32) as u32 == life {
+            return if before & bit == 0 {
+                LaneStatus::Ok
+            } else {
+                LaneStatus::DoubleFree
+            };
         }
-        LaneStatus::Ok
+        if before & bit == 0 {
+            word.fetch_and(!bit, Ordering::AcqRel);
+        }
+        LaneStatus::DoubleFree
     }
 
     /// Retire every class's current slab (no warp may run): its objects not handed out yet are
@@ -513,7 +541,7 @@ impl CpuCaches {
 
     /// The device state as arrays of words, in the order of `am::DeviceCaches`'s device
     /// pointers: class words, class locks, class slabs, slab base, class, live, number, generation,
-    /// bitmaps, block table, returns claimed, free counters. The cuda backend copies its device memory through
+    /// life, bitmaps, block table, returns claimed, free counters. The cuda backend copies its device memory through
     /// these to drain on the host.
     pub fn arrays(&self) -> [DeviceArray<'_>; DEVICE_ARRAYS] {
         use DeviceArray::{U32, U64};
@@ -526,7 +554,8 @@ impl CpuCaches {
             U32(&self.slab_live),
             U32(&self.slab_number),
             U32(&self.slab_generation),
-            U32(&self.bits),
+            U32(&self.slab_life),
+            U64(&self.bits),
             U64(&self.hash),
             U64(std::slice::from_ref(&self.returns_claimed)),
             U64(&self.counters),
@@ -555,18 +584,117 @@ impl CpuCaches {
         Self::free_counts(&words)
     }
 
-    /// Every object of `slab` was freed: unmap it, clear its bitmap, post it to the host.
+    /// Every object of `slab` was freed: unmap it and post it to the host. Its bitmap stays
+    /// all set, so a late second free is refused until the next life clears it.
     fn return_slab(&self, slab: usize) {
         let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
         let base = self.slab_base[slab].load(Ordering::Relaxed);
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, 0);
         }
-        let used = (slab_objects(class) as usize).div_ceil(32);
-        for w in &self.bits[slab * BITMAP_WORDS..slab * BITMAP_WORDS + used] {
-            w.store(0, Ordering::Relaxed);
-        }
         let i = self.returns_claimed.fetch_add(1, Ordering::AcqRel);
         self.channel.post_return(i, slab as u32);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::caches::{CacheKeeper, SlabSource};
+    use ortree::VABLOCK_BYTES;
+
+    /// Room for one slab, always on the same blocks.
+    struct OneSlab {
+        held: bool,
+    }
+
+    const BASE: u64 = 1 << 40;
+
+    impl SlabSource for OneSlab {
+        fn take_slab(&mut self, _blocks: u64, _class: usize) -> Option<u64> {
+            (!std::mem::replace(&mut self.held, true)).then_some(BASE)
+        }
+        fn give_slab(&mut self, base: u64) {
+            assert!(self.held && base == BASE);
+            self.held = false;
+        }
+    }
+
+    /// `lanes` objects of 32 KiB, the host tending on another thread meanwhile.
+    fn alloc_with_host(
+        caches: &CpuCaches,
+        host: &Mutex<(CacheKeeper, OneSlab)>,
+        lanes: usize,
+    ) -> CachedAlloc {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    let (keeper, source) = &mut *host.lock();
+                    keeper.tend(source);
+                }
+            });
+            let mut sizes = [0; WARP_LANES];
+            sizes[..lanes].fill(32 << 10);
+            let out = caches.alloc((1 << lanes) - 1, &sizes, &|| false);
+            done.store(true, Ordering::Release);
+            out
+        })
+    }
+
+    fn free(caches: &CpuCaches, handle: Handle) -> LaneStatus {
+        let mut words = [0; WARP_LANES];
+        words[0] = handle.0;
+        let out = caches.free(1, &words, false);
+        assert_eq!(out.handled, 1);
+        out.lanes[0]
+    }
+
+    /// A second free judged while its slab was alive and acting after the slab went back and
+    /// came back on the same blocks (the step a warp can stall across on the GPU): its word is of
+    /// the next life, so it is a double free and the object now at its address is untouched.
+    #[test]
+    fn a_second_free_judged_in_one_life_never_sets_a_bit_of_the_next() {
+        let channel = Arc::new(CacheChannel::new(1));
+        let caches = CpuCaches::new(channel.clone(), 64);
+        let host = Mutex::new((
+            CacheKeeper::new(channel, 16 * VABLOCK_BYTES),
+            OneSlab { held: false },
+        ));
+        let first = alloc_with_host(&caches, &host, 2);
+        assert_eq!(first.served, 0b11);
+        caches.drain();
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.reclaim(source);
+        }
+        let [old, last] = [first.handles[0], first.handles[1]];
+        assert_eq!(free(&caches, old), LaneStatus::Ok);
+        let slab = caches.slab_of_block(old.address() >> 21).unwrap();
+        let late = caches.judge_free(slab, old.address(), Some(old.generation()));
+        let (slot, life) = late.expect("its slab is alive: the bit decides");
+
+        assert_eq!(free(&caches, last), LaneStatus::Ok, "the slab goes back");
+        let next = alloc_with_host(&caches, &host, 2);
+        assert_eq!(next.served, 0b11);
+        assert_eq!(
+            next.handles[0].address(),
+            old.address(),
+            "the next life, same blocks"
+        );
+        assert_eq!(caches.slab_of_block(old.address() >> 21), Some(slab));
+
+        assert_eq!(caches.set_bit(slab, slot, life), LaneStatus::DoubleFree);
+        assert_eq!(free(&caches, next.handles[0]), LaneStatus::Ok);
+        assert_eq!(free(&caches, next.handles[1]), LaneStatus::Ok);
+        caches.drain();
+        let (keeper, source) = &mut *host.lock();
+        keeper.reclaim(source);
+        assert_eq!(keeper.held_bytes(), 0);
+        assert!(!source.held);
     }
 }

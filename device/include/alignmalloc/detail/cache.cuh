@@ -8,9 +8,11 @@
 // with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
 // through the mailbox instead. A free finds the slab of its address in the block table, sets the
 // object's bit in the slab's bitmap (a bit already set is a double free) and counts the slab's
-// live objects down, one atomic per slab and warp; the free that reaches zero unmaps the slab,
-// clears its bitmap and posts it to the host's returns ring. No host round trip on either path
-// while the host keeps up. Device words are updated with device-scope atomics; the channel's
+// live objects down, one atomic per slab and warp; the free that reaches zero unmaps the slab
+// and posts it to the host's returns ring, its bitmap left all set. Each bitmap word carries
+// the slab's life (cleared with the new life when the slab becomes current again), and a free's
+// atomic OR returns it with the bit: a late second free is refused in any later life. No host
+// round trip on either path while the host keeps up. Device words are updated with device-scope atomics; the channel's
 // words are single-writer, read and written at system scope.
 #ifndef ALIGNMALLOC_CACHE_CUH
 #define ALIGNMALLOC_CACHE_CUH
@@ -38,6 +40,7 @@ __device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
   if (is_lone_lane(mask)) return mask;
   return __match_any_sync(mask, value);
 }
+
 
 __device__ __forceinline__ u32 cache_peek(const u32* word) {
   return *reinterpret_cast<const volatile u32*>(word);
@@ -121,6 +124,16 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_generation[id]).store(cache_entry_generation(entry), cuda::memory_order_relaxed);
+  // The new life after the fields above (a free that reads it sees them), then its bitmap: a
+  // late free of an earlier life finds the words of this one and is refused.
+  device_atomic<u32> life_word(c.slab_life[id]);
+  const u32 life = life_word.load(cuda::memory_order_relaxed) + 1;
+  life_word.store(life, cuda::memory_order_release);
+  const u32 words = (u32)((cache_slab_objects(cls) + 31) / 32);
+  u64* bits = c.bits + (u64)id * kCacheBitmapWords;
+  for (u32 i = 0; i < words; ++i) {
+    device_atomic<u64>(bits[i]).store((u64)life << 32, cuda::memory_order_relaxed);
+  }
   const u64 blocks = cache_slab_blocks(cls);
   for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, id + 1);
   device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
@@ -194,24 +207,27 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
   }
 }
 
-// Every object of slab `id` was freed: unmap it, clear its bitmap, post it to the host.
+// Every object of slab `id` was freed: unmap it and post it to the host. Its bitmap stays all
+// set, so a late second free is refused until the next life clears it.
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
   const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
   const u64 blocks = cache_slab_blocks(cls);
   for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, 0);
-  const u32 words = (u32)((cache_slab_objects(cls) + 31) / 32);
-  volatile u64* bits = reinterpret_cast<volatile u64*>(c.bits + (u64)id * kCacheBitmapWords);
-  for (u32 i = 0; i < (words + 1) / 2; ++i) bits[i] = 0;
   const u64 i = device_atomic<u64>(*c.returns_claimed).fetch_add(1, cuda::memory_order_acq_rel);
   const u64 lap = i / c.max_slabs + 1;
   __threadfence_system();
   system_atomic<u64>(c.returns[i % c.max_slabs]).store(lap << 32 | id, cuda::memory_order_release);
 }
 
-// One lane's object in slab `id`: its LaneStatus (kLaneOk: its bit is now set).
-__device__ inline u32 cache_free_one(const DeviceCaches& c, u32 id, u64 address, u32 generation) {
-  // The generation first: a handle of an earlier slab on these blocks (of any class) is a second
+// One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot and
+// the slab's life it was judged in; any other LaneStatus is the lane's outcome.
+__device__ inline u32 cache_free_check(const DeviceCaches& c, u32 id, u64 address, u32 generation,
+                                       u64* slot, u32* life) {
+  // The life first: the fields read below are this life's or a later one's, and the bit is set
+  // only in a word of this life.
+  *life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_acquire);
+  // Then the generation: a handle of an earlier slab on these blocks (of any class) is a second
   // free wherever in the new slab it points. 0 (a free by address) is not checked.
   const u32 current = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
   if (generation != 0 && generation != current) return kLaneDoubleFree;
@@ -220,17 +236,29 @@ __device__ inline u32 cache_free_one(const DeviceCaches& c, u32 id, u64 address,
   const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
   if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
   if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
-  const u64 slot = offset >> log2;
+  *slot = offset >> log2;
   const u64 word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_acquire);
   if ((u32)(word >> kSlabNumberShift) ==
           device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed) &&
-      slot >= (word & kCursorMask)) {
+      *slot >= (word & kCursorMask)) {
     return kLaneInvalidHandle;  // not handed out yet
   }
-  const u32 bit = 1u << (slot % 32);
-  const u32 before = device_atomic<u32>(c.bits[(u64)id * kCacheBitmapWords + slot / 32])
-                         .fetch_or(bit, cuda::memory_order_acq_rel);
-  return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
+  return kLaneOk;
+}
+
+// Set the bit of slot `slot` of slab `id`, judged in life `life`: kLaneOk, or kLaneDoubleFree when
+// it was set already or the word is of another life (the slab went back, or came back, since).
+// The word's life comes back with the bit, from one atomic, so the outcome is judged in the life
+// the bit landed in. A bit that landed in a later life is taken back at once: only a free that
+// stalled across the slab's return and its next start gets there, and only a free of that slot's
+// new object between these two atomics of one thread could then be refused.
+__device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32 life) {
+  const u64 bit = 1ull << (slot % 32);
+  device_atomic<u64> word(c.bits[(u64)id * kCacheBitmapWords + slot / 32]);
+  const u64 before = word.fetch_or(bit, cuda::memory_order_acq_rel);
+  if ((u32)(before >> 32) == life) return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
+  if ((before & bit) == 0) word.fetch_and(~bit, cuda::memory_order_acq_rel);
+  return kLaneDoubleFree;
 }
 
 // The lanes of `mask` free together; `generation` is the handle's (0 for a free by address).
@@ -243,32 +271,22 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   // last object was freed, so this is a second free, judged here.
   const bool stale = slab < 0 && address != 0 && generation >= kCacheGenerationsStart;
   const bool mine = slab >= 0 || stale;
-  u32 status = slab >= 0 ? cache_free_one(c, (u32)slab, address, generation)
-                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
-  bool ok = mine && status == kLaneOk;
+  u64 slot = 0;
+  u32 life = 0;
+  u32 status = slab >= 0 ? cache_free_check(c, (u32)slab, address, generation, &slot, &life)
+                         : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
+  if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
+  const bool ok = mine && status == kLaneOk;
   const u32 ok_mask = cache_ballot(mask, ok);
   if (ok) {
+    // These lanes set their bits in the slab's current life, so it stays live until they
+    // count down; the one that reaches zero gives it back.
     const u32 same = cache_match(ok_mask, (u32)slab);
     const u32 leader = __ffs(same) - 1;
     const u32 n = __popc(same);
-    u32 before = 0;
-    if (lane_id() == leader) {
-      before = device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel);
-      if (before == n) cache_return_slab(c, (u32)slab);
-    }
-    before = (u32)shfl64(same, before, leader);
-    if (before < n || before > cache_slab_objects(device_atomic<u32>(c.slab_class[slab])
-                                                      .load(cuda::memory_order_relaxed))) {
-      // Every object of the slab was freed already, and its return cleared the bit these
-      // lanes found clear: second frees that raced the return. Their bits go (the slab's next
-      // life starts clear) and they are answered as such.
-      const u64 slot = (address - device_atomic<u64>(c.slab_base[slab]).load(cuda::memory_order_relaxed)) >>
-                       (device_atomic<u32>(c.slab_class[slab]).load(cuda::memory_order_relaxed) +
-                        kCacheMinObjectLog2);
-      device_atomic<u32>(c.bits[(u64)slab * kCacheBitmapWords + slot / 32])
-          .fetch_and(~(1u << (slot % 32)), cuda::memory_order_acq_rel);
-      status = kLaneDoubleFree;
-      ok = false;
+    if (lane_id() == leader &&
+        device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel) == n) {
+      cache_return_slab(c, (u32)slab);
     }
   }
   const u32 freed_mask = cache_ballot(mask, ok);

@@ -70,7 +70,8 @@ struct DeviceCaches {
   u32* slab_live;
   u32* slab_number;
   u32* slab_generation;      // 64..127, from the ring entry
-  u32* bits;                 // per slab id, kCacheBitmapWords words: freed objects
+  u32* slab_life;            // times the id became current
+  u64* bits;                 // per slab id, kCacheBitmapWords words: life << 32 | freed objects
   u64* blocks;               // block table: (block + 1) << 32 | (slab id + 1)
   u64* returns_claimed;      // one word
   u64* counters;             // kCacheCounterStripes x 4: device frees by LaneStatus code
