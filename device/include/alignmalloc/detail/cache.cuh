@@ -12,8 +12,8 @@
 // and posts it to the host's returns ring, its bitmap left all set. Each bitmap word carries
 // the slab's life (cleared with the new life when the slab becomes current again), and a free's
 // atomic OR returns it with the bit: a late second free is refused in any later life. No host
-// round trip on either path while the host keeps up. Device words are updated with device-scope atomics; the channel's
-// words are single-writer, read and written at system scope.
+// round trip on either path while the host keeps up. Device words are updated with device-scope
+// atomics; the channel's words are single-writer, read and written at system scope.
 #ifndef ALIGNMALLOC_CACHE_CUH
 #define ALIGNMALLOC_CACHE_CUH
 
@@ -40,7 +40,6 @@ __device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
   if (is_lone_lane(mask)) return mask;
   return __match_any_sync(mask, value);
 }
-
 
 __device__ __forceinline__ u32 cache_peek(const u32* word) {
   return *reinterpret_cast<const volatile u32*>(word);
@@ -222,7 +221,7 @@ __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
 
 // One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot and
 // the slab's life it was judged in; any other LaneStatus is the lane's outcome.
-__device__ inline u32 cache_free_check(const DeviceCaches& c, u32 id, u64 address, u32 generation,
+__device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 address, u32 generation,
                                        u64* slot, u32* life) {
   // The life first: the fields read below are this life's or a later one's, and the bit is set
   // only in a word of this life.
@@ -273,7 +272,7 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   const bool mine = slab >= 0 || stale;
   u64 slot = 0;
   u32 life = 0;
-  u32 status = slab >= 0 ? cache_free_check(c, (u32)slab, address, generation, &slot, &life)
+  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, generation, &slot, &life)
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
