@@ -19,6 +19,7 @@ mod soak;
 mod stats;
 mod uvm;
 mod walk;
+mod wrap;
 
 /// alignmalloc: a warp-aware allocator for CUDA Unified Memory.
 #[derive(Parser)]
@@ -97,6 +98,12 @@ enum Command {
     /// Oversubscription study in the simulator only: per-thread ranges whose total exceeds the
     /// GPU's memory, random reads, both layouts; faults, migrations, evictions, modelled time.
     UvmOversub(uvm::OversubArgs),
+    /// Run an unmodified CUDA program with its managed allocations (cudaMallocManaged,
+    /// cuMemAllocManaged) served from an alignmalloc arena, and report its unified-memory
+    /// traffic per allocation: `alignmalloc wrap --report r.json -- ./program args`. Exits as
+    /// the program exits. Needs libalignmalloc_preload.so (`cargo build --release -p
+    /// alignmalloc-preload`).
+    Wrap(wrap::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -118,6 +125,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::UvmCalibrate(args) => uvm::calibrate(&args),
         Command::UvmOversub(args) => uvm::oversub(&args),
         Command::Walk(args) => walk::run(&args),
+        Command::Wrap(args) => wrap::run(&args),
         Command::Alloc(args) => alloc::run(&args),
         Command::Access(args) => access::run(&args),
         Command::Plot(args) => plot::run(&args),

@@ -6,7 +6,9 @@
 //! none), so finding the chunk behind a handle is one array read; which array an address reads
 //! depends on whether its block is in the small space now ([`ChunkTable::set_small`]). Inserting
 //! or removing a chunk writes one entry per unit it covers (at most 256 for a small chunk);
-//! records never move once stored.
+//! records never move once stored: they live in pages of [`PAGE_RECORDS`], so the table grows
+//! without copying what it holds (a record is a few hundred bytes; hosts that make millions of
+//! chunks would otherwise copy them at every doubling).
 
 /// A chunk's extent, as the table needs it.
 pub trait Extent {
@@ -17,6 +19,9 @@ pub trait Extent {
 }
 
 use crate::regions::{ArenaRegions, Region};
+
+/// Records per page of the slab.
+pub const PAGE_RECORDS: usize = 1024;
 
 const SMALL_UNIT: u64 = 256;
 const LEAF: u64 = 64 << 10;
@@ -30,7 +35,7 @@ pub struct ChunkTable<T> {
     rest_owner: Vec<u32>,
     /// Records by slot. A freed slot keeps its last record until it is reused, so a removed
     /// record can be read without moving it (records are a few hundred bytes).
-    slots: Vec<T>,
+    slots: Slab<T>,
     /// Whether each slot holds a live record.
     used: Vec<bool>,
     free: Vec<u32>,
@@ -44,7 +49,10 @@ impl<T: Extent + Default> ChunkTable<T> {
             small_owner: vec![0; (regions.bytes() / SMALL_UNIT) as usize],
             rest_owner: vec![0; (regions.bytes() / LEAF) as usize],
             regions,
-            slots: Vec::new(),
+            slots: Slab {
+                pages: Vec::new(),
+                len: 0,
+            },
             used: Vec::new(),
             free: Vec::new(),
             len: 0,
@@ -99,12 +107,11 @@ impl<T: Extent + Default> ChunkTable<T> {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
-                self.slots.push(T::default());
                 self.used.push(false);
-                (self.slots.len() - 1) as u32
+                self.slots.push()
             }
         };
-        let record = &mut self.slots[slot as usize];
+        let record = self.slots.at_mut(slot as usize);
         fill(record);
         let (base, bytes) = (record.base(), record.bytes());
         self.used[slot as usize] = true;
@@ -112,7 +119,7 @@ impl<T: Extent + Default> ChunkTable<T> {
         debug_assert!(owners.iter().all(|&o| o == 0), "two chunks at {base:#x}");
         owners.fill(slot + 1);
         self.len += 1;
-        &mut self.slots[slot as usize]
+        self.slots.at_mut(slot as usize)
     }
 
     /// The slot of the record owning the unit of `address`, if any.
@@ -149,7 +156,7 @@ impl<T: Extent + Default> ChunkTable<T> {
         self.free.push(slot);
         self.used[slot as usize] = false;
         self.len -= 1;
-        Some(&self.slots[slot as usize])
+        self.slots.get(slot as usize)
     }
 
     /// Every record, in no particular order.
@@ -158,6 +165,41 @@ impl<T: Extent + Default> ChunkTable<T> {
             .iter()
             .zip(&self.used)
             .filter_map(|(record, &used)| used.then_some(record))
+    }
+}
+
+/// Records in pages that never move.
+#[derive(Clone, Debug)]
+struct Slab<T> {
+    pages: Vec<Box<[T]>>,
+    len: usize,
+}
+
+impl<T: Default> Slab<T> {
+    /// Add a default record; its slot.
+    fn push(&mut self) -> u32 {
+        if self.len == self.pages.len() * PAGE_RECORDS {
+            self.pages
+                .push((0..PAGE_RECORDS).map(|_| T::default()).collect());
+        }
+        self.len += 1;
+        (self.len - 1) as u32
+    }
+
+    fn get(&self, slot: usize) -> Option<&T> {
+        (slot < self.len).then(|| &self.pages[slot / PAGE_RECORDS][slot % PAGE_RECORDS])
+    }
+
+    fn get_mut(&mut self, slot: usize) -> Option<&mut T> {
+        (slot < self.len).then(|| &mut self.pages[slot / PAGE_RECORDS][slot % PAGE_RECORDS])
+    }
+
+    fn at_mut(&mut self, slot: usize) -> &mut T {
+        self.get_mut(slot).expect("a stored slot")
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.pages.iter().flat_map(|p| p.iter()).take(self.len)
     }
 }
 
@@ -218,7 +260,7 @@ mod tests {
         assert!(t.find_mut(base + 300).is_none());
         assert_eq!(t.iter().count(), 1, "a removed record is not iterated");
         t.insert(|r| *r = Range(base, 512));
-        assert_eq!(t.slots.len(), 3, "a freed slot is reused");
+        assert_eq!(t.slots.len, 3, "a freed slot is reused");
         assert_eq!(t.len(), 2);
         assert_eq!(t.iter().count(), 2);
     }

@@ -36,4 +36,5 @@ pub use resolver::{
     Allocation, BadFree, GROWTH_MARK, GrowthSignal, KEPT_BAD_FREES, Resolver, ResolverConfig,
     ResolverCounters, ResolverError,
 };
+pub use segment::PLAIN_SMALL_MAX;
 pub use service::{Server, Service, ServiceConfig};

@@ -12,12 +12,12 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, CACHE_GENERATIONS_START, Geometry, GeometryConfig, Handle, LayoutError, SlotOrder,
-    WARP_LANES, lane_handles,
+    Arrangement, CACHE_GENERATIONS_START, Geometry, GeometryConfig, Handle, LayoutError, SizeClass,
+    SlotOrder, WARP_LANES, lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
-use crate::segment::Segment;
+use crate::segment::{PLAIN_SMALL_MAX, Segment};
 
 /// The default first small space is at most this many VABlocks (1 GiB); it grows beyond as small
 /// chunks need room.
@@ -266,6 +266,11 @@ impl Resolver {
         self.segments.iter().all(Segment::is_empty)
     }
 
+    /// Whether `address` lies in one of the arena's segments.
+    pub fn in_arena(&self, address: u64) -> bool {
+        self.segment_of(address).is_some()
+    }
+
     fn segment_of(&self, address: u64) -> Option<&Segment> {
         self.segments.iter().find(|s| s.contains(address))
     }
@@ -427,6 +432,37 @@ impl Resolver {
             chunk_base,
             generations,
         })
+    }
+
+    /// One plain object of `bytes` for host code with `malloc`'s contract (what wrapped
+    /// `cudaMallocManaged` calls get): up to [`PLAIN_SMALL_MAX`] packed in the small space,
+    /// 256 B aligned; above, starting on a VABlock with no other object in its blocks. Its
+    /// address, freed with [`Resolver::free_pointers`]. `Err` is `SizeOverLimit` (0 bytes, or
+    /// over 1 TiB) or `OutOfMemory` (the arena is asked to grow).
+    pub fn alloc_plain(&mut self, bytes: u64) -> Result<u64, Status> {
+        if bytes == 0 || bytes > translator::geometry::MAX_LANE_BYTES_LIMIT {
+            return Err(Status::SizeOverLimit);
+        }
+        let placed = self
+            .segments
+            .iter_mut()
+            .find_map(|s| s.alloc_plain(bytes).ok());
+        let Some(base) = placed else {
+            self.out_of_memory_seen = true;
+            if let Some(signal) = &self.growth_signal {
+                signal();
+            }
+            return Err(Status::OutOfMemory);
+        };
+        let class = usize::from(bytes > PLAIN_SMALL_MAX) * (SizeClass::Large as usize);
+        self.counters.chunks_by_class[class] += 1;
+        self.counters.bytes_by_class[class] += bytes;
+        if let Some(signal) = &self.growth_signal
+            && self.over_growth_mark()
+        {
+            signal();
+        }
+        Ok(base)
     }
 
     /// A slab of `blocks` VABlocks for the device cache of `class`, in the first segment with

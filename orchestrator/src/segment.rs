@@ -474,16 +474,21 @@ impl Segment {
         }
     }
 
+    /// One plain object of `bytes` (`1..`) with `malloc`'s contract: up to [`PLAIN_SMALL_MAX`]
+    /// a run of 256 B units of the small space (packed with other small chunks); above, a run of
+    /// whole VABlocks of its own. Its base; freed by address like any lane object.
+    pub(crate) fn alloc_plain(&mut self, bytes: u64) -> Result<u64, Status> {
+        let geometry = plain_geometry(bytes);
+        let mut sizes = [0; WARP_LANES];
+        sizes[0] = bytes;
+        let (base, _) = self.alloc(geometry, &sizes, Arrangement::Contiguous)?;
+        Ok(base)
+    }
+
     /// A slab of `blocks` VABlocks for the device cache of `class`: a live chunk of one lane
     /// (a large chunk's place), its base.
     pub(crate) fn alloc_slab(&mut self, blocks: u64, class: usize) -> Result<u64, Status> {
-        let geometry = Geometry {
-            class: SizeClass::Large,
-            tile_log2: 16,
-            lane_span: blocks * LEAF_BYTES,
-            chunk_bytes: blocks * VABLOCK_BYTES,
-            units: blocks,
-        };
+        let geometry = block_run_geometry(blocks);
         let mut sizes = [0; WARP_LANES];
         sizes[0] = geometry.lane_span;
         let (base, _) = self.alloc(geometry, &sizes, Arrangement::Contiguous)?;
@@ -882,5 +887,38 @@ impl Segment {
             ));
         }
         Ok(())
+    }
+}
+
+/// Plain objects up to this many bytes (the driver's 64 KiB big page) are packed in the small
+/// space; larger ones start on a VABlock of their own.
+pub const PLAIN_SMALL_MAX: u64 = LEAF_BYTES;
+
+/// The chunk of one plain object of `bytes` (`1..`): a small run of 256 B units up to
+/// [`PLAIN_SMALL_MAX`], else whole VABlocks.
+fn plain_geometry(bytes: u64) -> Geometry {
+    if bytes <= PLAIN_SMALL_MAX {
+        let span = bytes.next_multiple_of(SMALL_UNIT_BYTES);
+        Geometry {
+            class: SizeClass::Small,
+            tile_log2: 0,
+            lane_span: span,
+            chunk_bytes: span,
+            units: span / SMALL_UNIT_BYTES,
+        }
+    } else {
+        block_run_geometry(bytes.div_ceil(VABLOCK_BYTES))
+    }
+}
+
+/// A large chunk's place of `blocks` VABlocks holding one lane (a cache slab, a large plain
+/// object).
+fn block_run_geometry(blocks: u64) -> Geometry {
+    Geometry {
+        class: SizeClass::Large,
+        tile_log2: translator::MAX_TILE_LOG2,
+        lane_span: blocks * LEAF_BYTES,
+        chunk_bytes: blocks * VABLOCK_BYTES,
+        units: blocks,
     }
 }

@@ -125,6 +125,17 @@ enum Step {
         op: u32,
         mask: u32,
     },
+    /// One plain object (`Resolver::alloc_plain`): packed small, or a run of whole blocks.
+    AllocPlain {
+        large: bool,
+        seed: u64,
+    },
+    /// Free a plain object by its address, then (maybe) again, or by an address inside it.
+    FreePlain {
+        pick: usize,
+        again: bool,
+        delta: u64,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -142,6 +153,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<u64>().prop_map(|address| Step::Foreign { address }),
         1 => (any::<usize>(), 0u32..32).prop_map(|(pick, lane)| Step::ForgeLane { pick, lane }),
         1 => (any::<u32>(), prop_oneof![Just(0u32), any::<u32>()]).prop_map(|(op, mask)| Step::BadRequest { op, mask }),
+        3 => (any::<bool>(), any::<u64>()).prop_map(|(large, seed)| Step::AllocPlain { large, seed }),
+        2 => (any::<usize>(), any::<bool>(), 0u64..3000).prop_map(|(pick, again, delta)| Step::FreePlain { pick, again, delta }),
     ]
 }
 
@@ -221,6 +234,8 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
     // Live lane objects: (handle, size), and freed ones (for double frees).
     let mut live: Vec<(Handle, u64)> = Vec::new();
     let mut freed: Vec<Handle> = Vec::new();
+    // Live plain objects: (address, size).
+    let mut plain: Vec<(u64, u64)> = Vec::new();
     let mut next_owner = 0u64;
     for step in steps {
         match step {
@@ -365,7 +380,9 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                 let h = freed[pick % freed.len()];
                 // An address carries no generation: once a new object starts there, a free of
                 // the address frees it.
-                if !live.iter().any(|(l, _)| l.address() == h.address()) {
+                let starts_live = live.iter().any(|(l, _)| l.address() == h.address())
+                    || plain.iter().any(|&(b, _)| b == h.address());
+                if !starts_live {
                     let got = free_pointer(&mut r, (pick % 32) as u32, h.address());
                     prop_assert_ne!(got, LaneStatus::Ok, "second free of {:?}", h);
                 }
@@ -377,7 +394,9 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
             } if !live.is_empty() => {
                 let (h, size) = live[pick % live.len()];
                 let inner = Handle(h.0 + delta.min(size.max(2) - 1).max(1));
-                if !live.iter().any(|(l, _)| l.address() == inner.address()) {
+                let starts_live = live.iter().any(|(l, _)| l.address() == inner.address())
+                    || plain.iter().any(|&(b, _)| b == inner.address());
+                if !starts_live {
                     let got = if by_pointer {
                         free_pointer(&mut r, h.lane(), inner.address())
                     } else {
@@ -441,9 +460,62 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                     }
                 }
             }
+            Step::AllocPlain { large, seed } => {
+                let size = if large {
+                    orchestrator::PLAIN_SMALL_MAX + 1 + seed % (5 << 20)
+                } else {
+                    1 + seed % orchestrator::PLAIN_SMALL_MAX
+                };
+                match r.alloc_plain(size) {
+                    Ok(base) => {
+                        let align = if large { 2 << 20 } else { 256 };
+                        prop_assert_eq!(base % align, 0, "{} B at {:#x}", size, base);
+                        prop_assert!(
+                            r.segments()
+                                .iter()
+                                .any(|&(b, n)| base >= b && base + size <= b + n),
+                            "{base:#x} + {size} in no segment"
+                        );
+                        next_owner += 1;
+                        // A large object owns its blocks whole: nothing else may start in them.
+                        let end = if large {
+                            base + size.next_multiple_of(2 << 20)
+                        } else {
+                            base + size
+                        };
+                        occupied.insert(next_owner, base, end)?;
+                        plain.push((base, size));
+                    }
+                    Err(Status::OutOfMemory) => {}
+                    Err(other) => prop_assert!(false, "plain {size} B: {other:?}"),
+                }
+            }
+            Step::FreePlain { pick, again, delta } if !plain.is_empty() => {
+                let (base, size) = plain[pick % plain.len()];
+                let inner = base + delta.min(size - 1);
+                if inner != base {
+                    let got = free_pointer(&mut r, 3, inner);
+                    prop_assert_eq!(
+                        got,
+                        LaneStatus::InteriorPointer,
+                        "{:#x} inside {:#x}",
+                        inner,
+                        base
+                    );
+                }
+                plain.swap_remove(pick % plain.len());
+                prop_assert_eq!(free_pointer(&mut r, 0, base), LaneStatus::Ok);
+                occupied.remove(base);
+                if again {
+                    prop_assert_ne!(free_pointer(&mut r, 9, base), LaneStatus::Ok);
+                }
+            }
             _ => {}
         }
         prop_assert_eq!(r.check_invariants(), Ok(()));
+    }
+    for (base, _) in plain.drain(..) {
+        prop_assert_eq!(free_pointer(&mut r, 0, base), LaneStatus::Ok);
     }
     for (h, _) in live.drain(..) {
         prop_assert_eq!(free_one(&mut r, h.lane(), h), LaneStatus::Ok);

@@ -146,12 +146,25 @@ pub struct FaultReport {
     pub dropped_records: u64,
 }
 
-/// One record, as collected.
+/// One unified-memory counter record, as collected.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Record {
+pub struct Record {
+    /// What it counts.
     pub kind: CUpti_ActivityUnifiedMemoryCounterKind,
+    /// Bytes (transfers), fault groups (GPU faults), or the faulting instruction (CPU faults).
     pub value: u64,
+    /// The address it concerns.
     pub address: u64,
+    /// When it started, on CUPTI's clock ([`timestamp`]).
+    pub start: u64,
+}
+
+/// CUPTI's clock now (ns), the clock of [`Record::start`]; `None` if CUPTI cannot say.
+pub fn timestamp() -> Option<u64> {
+    let mut now = 0u64;
+    // SAFETY: `now` is a live out-pointer.
+    let result = unsafe { cudarc::cupti::sys::cuptiGetTimestamp(&mut now) };
+    (result == CUptiResult::CUPTI_SUCCESS).then_some(now)
 }
 
 impl FaultReport {
@@ -222,6 +235,7 @@ unsafe extern "C" fn buffer_completed(
                 kind: um.counterKind,
                 value: um.value,
                 address: um.address,
+                start: um.start,
             });
         } else {
             OTHER_RECORDS.fetch_add(1, Ordering::Relaxed);
@@ -250,9 +264,12 @@ fn classify(call: &'static str, result: CUptiResult) -> FaultCounterError {
 }
 
 /// A runtime's fault counting: the counter, or why there is none.
-pub(crate) enum Counting {
+pub enum Counting {
+    /// Counting.
     On(FaultCounter),
+    /// Not asked for.
     Off,
+    /// Asked for, but another tool holds CUPTI: why.
     Taken(String),
 }
 
@@ -286,8 +303,8 @@ impl Counting {
     }
 }
 
-/// Fault counting for one runtime; stops when dropped.
-pub(crate) struct FaultCounter {
+/// Fault counting for one runtime (or one wrapped program); stops when dropped.
+pub struct FaultCounter {
     _private: (),
 }
 
@@ -335,7 +352,7 @@ impl FaultCounter {
         Ok(started)
     }
 
-    /// Deliver every record so far and take them.
+    /// Deliver every record so far and take them, with the number CUPTI dropped.
     pub fn take(&self) -> Result<(Vec<Record>, u64), FaultCounterError> {
         // 1 = CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also flush buffers that are not full.
         cupti("cuptiActivityFlushAll", activity::flush_all(1))?;
@@ -374,6 +391,7 @@ mod tests {
             kind,
             value,
             address: 0,
+            start: 0,
         }
     }
 

@@ -1,0 +1,157 @@
+//! The real driver: the real `dlsym` (glibc's, found with `dlvsym`, which this library does not
+//! interpose), libcuda's handle, and the driver entry points this library calls itself.
+//!
+//! Invariant: nothing here calls `dlsym` by name (this library's own `dlsym` is the
+//! interposer); every driver pointer comes from libcuda's handle, never from the global scope,
+//! where this library's exported wrappers would shadow the driver's.
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::sync::OnceLock;
+
+/// `CUresult`.
+pub type CuResult = c_int;
+/// `CUdeviceptr`.
+pub type DevicePtr = u64;
+/// `CUstream`.
+pub type Stream = *mut c_void;
+
+pub const CUDA_SUCCESS: CuResult = 0;
+pub const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+pub const CUDA_ERROR_NOT_FOUND: CuResult = 500;
+pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;
+pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
+pub const CU_MEM_ADVISE_SET_READ_MOSTLY: c_int = 1;
+pub const CU_MEM_ADVISE_SET_PREFERRED_LOCATION: c_int = 3;
+pub const CU_POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
+pub const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
+pub const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;
+pub const CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: c_int = 20;
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MemLocation {
+    pub kind: c_int,
+    pub id: c_int,
+}
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// glibc's `dlsym`.
+pub fn real_dlsym() -> DlsymFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let found = *REAL.get_or_init(|| {
+        // glibc 2.34 moved dlsym into libc (GLIBC_2.34); older ones have GLIBC_2.2.5.
+        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
+            .iter()
+            // SAFETY: dlvsym with RTLD_NEXT and valid C strings only looks a symbol up.
+            .map(|version| unsafe {
+                libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr())
+            })
+            .find(|p| !p.is_null())
+            .map_or(0, |p| p as usize)
+    });
+    assert!(found != 0, "glibc's dlsym cannot be found");
+    // SAFETY: the address of glibc's dlsym, which has this signature.
+    unsafe { std::mem::transmute::<usize, DlsymFn>(found) }
+}
+
+/// libcuda's handle (loaded by the program by the time any wrapper runs; loaded here if not).
+pub fn libcuda() -> *mut c_void {
+    static HANDLE: OnceLock<usize> = OnceLock::new();
+    *HANDLE.get_or_init(|| {
+        let name = c"libcuda.so.1";
+        // SAFETY: dlopen with a valid C string; RTLD_NOLOAD only returns an existing handle.
+        let mut handle =
+            unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            // SAFETY: as above, loading it.
+            handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
+        }
+        handle as usize
+    }) as *mut c_void
+}
+
+/// libcuda's own definition of `name` (null if it has none).
+pub fn lookup(name: &CStr) -> *mut c_void {
+    let handle = libcuda();
+    if handle.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: glibc's dlsym with a handle from dlopen and a valid C string.
+    unsafe { real_dlsym()(handle, name.as_ptr()) }
+}
+
+type AllocManagedFn = unsafe extern "C" fn(*mut DevicePtr, usize, c_uint) -> CuResult;
+type MemGetInfoFn = unsafe extern "C" fn(*mut usize, *mut usize) -> CuResult;
+type CtxGetDeviceFn = unsafe extern "C" fn(*mut c_int) -> CuResult;
+type CtxSynchronizeFn = unsafe extern "C" fn() -> CuResult;
+type StreamSynchronizeFn = unsafe extern "C" fn(Stream) -> CuResult;
+type PrefetchV2Fn = unsafe extern "C" fn(DevicePtr, usize, MemLocation, c_uint, Stream) -> CuResult;
+type AdviseV2Fn = unsafe extern "C" fn(DevicePtr, usize, c_int, MemLocation) -> CuResult;
+
+/// The entry points this library calls itself.
+pub struct Driver {
+    pub alloc_managed: Option<AllocManagedFn>,
+    pub mem_get_info: Option<MemGetInfoFn>,
+    pub ctx_get_device: Option<CtxGetDeviceFn>,
+    pub ctx_synchronize: Option<CtxSynchronizeFn>,
+    pub stream_synchronize: Option<StreamSynchronizeFn>,
+    pub prefetch: Option<PrefetchV2Fn>,
+    pub advise: Option<AdviseV2Fn>,
+}
+
+macro_rules! entry {
+    ($name:literal, $ty:ty) => {{
+        let p = lookup($name);
+        // SAFETY: libcuda's definition of this name, which has this signature (cuda.h).
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
+    }};
+}
+
+/// The driver's entry points, looked up once.
+pub fn driver() -> &'static Driver {
+    static DRIVER: OnceLock<Driver> = OnceLock::new();
+    DRIVER.get_or_init(|| Driver {
+        alloc_managed: entry!(c"cuMemAllocManaged", AllocManagedFn),
+        mem_get_info: entry!(c"cuMemGetInfo_v2", MemGetInfoFn),
+        ctx_get_device: entry!(c"cuCtxGetDevice", CtxGetDeviceFn),
+        ctx_synchronize: entry!(c"cuCtxSynchronize", CtxSynchronizeFn),
+        stream_synchronize: entry!(c"cuStreamSynchronize", StreamSynchronizeFn),
+        prefetch: entry!(c"cuMemPrefetchAsync_v2", PrefetchV2Fn),
+        advise: entry!(c"cuMemAdvise_v2", AdviseV2Fn),
+    })
+}
+
+/// The current context's device (0 if the driver cannot say).
+pub fn current_device() -> c_int {
+    let mut device = 0;
+    if let Some(f) = driver().ctx_get_device {
+        // SAFETY: a live out-pointer.
+        unsafe { f(&mut device) };
+    }
+    device
+}
+
+/// The arena's reservations, from the real `cuMemAllocManaged`.
+pub struct ManagedReserve;
+
+impl wrap::Reserve for ManagedReserve {
+    fn reserve(&mut self, bytes: u64) -> Result<u64, i32> {
+        let f = driver().alloc_managed.ok_or(CUDA_ERROR_NOT_FOUND)?;
+        let mut base: DevicePtr = 0;
+        // SAFETY: a live out-pointer; the program's context is current (it is allocating).
+        match unsafe { f(&mut base, bytes as usize, CU_MEM_ATTACH_GLOBAL) } {
+            CUDA_SUCCESS => Ok(base),
+            code => Err(code),
+        }
+    }
+
+    fn gpu_free_bytes(&mut self) -> Option<u64> {
+        let f = driver().mem_get_info?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: live out-pointers.
+        (unsafe { f(&mut free, &mut total) } == CUDA_SUCCESS).then_some(free as u64)
+    }
+}
