@@ -44,20 +44,59 @@ struct Figure {
     name: String,
     title: String,
     x_desc: &'static str,
-    y_desc: &'static str,
+    y_desc: String,
     x_log: bool,
+    /// Whether a series' points are joined (a sweep of one parameter); unrelated points, such
+    /// as different real graphs, stand alone.
+    joined: bool,
     lines: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Text written next to a point (the name of a real graph).
+    labels: Vec<(f64, f64, String)>,
+}
+
+/// What a report's figures must say about their times: nothing for a GPU's, else how they were
+/// obtained (on the axis and in the file name, so modelled and measured never share a figure).
+struct Source {
+    suffix: &'static str,
+    axis_note: &'static str,
+}
+
+impl Source {
+    fn of(report: &Value, kind: &str) -> Self {
+        match (report["backend"].as_str(), kind) {
+            (Some("Cuda"), _) => Self {
+                suffix: "",
+                axis_note: "",
+            },
+            (_, "alloc") => Self {
+                suffix: "-sim",
+                axis_note: " (host time of CPU warps, not a GPU)",
+            },
+            _ => Self {
+                suffix: "-sim",
+                axis_note: " (modelled by uvmsim, not measured)",
+            },
+        }
+    }
 }
 
 impl Figure {
-    fn new(name: String, title: String, x_desc: &'static str, y_desc: &'static str) -> Self {
+    fn new(
+        name: String,
+        title: String,
+        x_desc: &'static str,
+        y_desc: &str,
+        source: &Source,
+    ) -> Self {
         Self {
-            name,
+            name: format!("{name}{}", source.suffix),
             title,
             x_desc,
-            y_desc,
+            y_desc: format!("{y_desc}{}", source.axis_note),
             x_log: true,
+            joined: true,
             lines: BTreeMap::new(),
+            labels: Vec::new(),
         }
     }
 
@@ -122,7 +161,7 @@ where
             chart
                 .configure_mesh()
                 .x_desc(figure.x_desc)
-                .y_desc(figure.y_desc)
+                .y_desc(figure.y_desc.as_str())
                 .x_labels(8)
                 .x_label_formatter(&|x| short(*x))
                 .y_label_formatter(&|y| short(*y))
@@ -132,15 +171,29 @@ where
                 let color = Palette99::pick(i).to_rgba();
                 let mut sorted = points.clone();
                 sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let joined = if figure.joined {
+                    sorted.clone()
+                } else {
+                    Vec::new()
+                };
                 chart
-                    .draw_series(LineSeries::new(sorted.clone(), color.stroke_width(2)))
+                    .draw_series(LineSeries::new(joined, color.stroke_width(2)))
                     .map_err(fail)?
                     .label(name.as_str())
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                     });
                 chart
-                    .draw_series(sorted.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .draw_series(sorted.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(fail)?;
+            }
+            for (x, y, text) in &figure.labels {
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        text.clone(),
+                        (*x, *y),
+                        ("sans-serif", 13),
+                    )))
                     .map_err(fail)?;
             }
             chart
@@ -190,11 +243,13 @@ fn s(v: &Value) -> String {
 /// Figures of one `alloc` report.
 fn alloc_figures(report: &Value, out: &mut Vec<Figure>) {
     let rows = report["rows"].as_array().cloned().unwrap_or_default();
+    let source = Source::of(report, "alloc");
     let mut singular = Figure::new(
         "alloc-singular".into(),
         "singular allocation: one object of [2^n, 2^(n+1)) bytes per thread".into(),
         "n",
         "allocation kernel, ms",
+        &source,
     );
     singular.x_log = false;
     let mut scaling: BTreeMap<String, Figure> = BTreeMap::new();
@@ -212,6 +267,7 @@ fn alloc_figures(report: &Value, out: &mut Vec<Figure>) {
                         format!("allocation scaling, {size} per thread"),
                         "threads",
                         "allocation kernel, ms",
+                        &source,
                     )
                 });
                 figure.point(&s(&r["system"]), f(&r["threads"]), f(&r["alloc_ms"]));
@@ -227,6 +283,7 @@ fn alloc_figures(report: &Value, out: &mut Vec<Figure>) {
 /// pattern.
 fn access_figures(report: &Value, out: &mut Vec<Figure>) {
     let rows = report["rows"].as_array().cloned().unwrap_or_default();
+    let source = Source::of(report, "access");
     let mut figures: BTreeMap<String, Figure> = BTreeMap::new();
     for r in &rows {
         let (test, pattern) = (s(&r["test"]), s(&r["pattern"]).to_lowercase());
@@ -252,6 +309,7 @@ fn access_figures(report: &Value, out: &mut Vec<Figure>) {
                         format!("{test} access, {pattern}, {threads} threads"),
                         "per-thread range, KiB",
                         y_desc,
+                        &source,
                     )
                 })
                 .point(&system, kib, y);
@@ -260,32 +318,72 @@ fn access_figures(report: &Value, out: &mut Vec<Figure>) {
     out.extend(figures.into_values());
 }
 
-/// Figures of the `walk` reports together: one point per graph.
+/// Figures of the `walk` reports together: one point per graph. R-MAT graphs (one family,
+/// growing with the scale) are joined by lines; real graphs are named points. GPU and simulator
+/// reports never share a figure; on the simulator only walk times an H200 run checked are
+/// drawn (the table shows no others), and no build time (CPU warps, not a GPU).
 fn walk_figures(reports: &[Value], out: &mut Vec<Figure>) {
-    let mut walk = Figure::new(
-        "walk-time".into(),
-        "random walks, 80 steps from every vertex".into(),
-        "vertices",
-        "walk kernel, ms",
-    );
-    let mut build = Figure::new(
-        "walk-build".into(),
-        "building the adjacency lists in a kernel".into(),
-        "vertices",
-        "allocation kernel, ms",
-    );
+    let mut figures: BTreeMap<String, Figure> = BTreeMap::new();
     for report in reports {
+        let source = Source::of(report, "walk");
+        let sim = !source.suffix.is_empty();
+        let graph = s(&report["graph"]);
+        let real = !graph.starts_with("rmat-");
         let vertices = f(&report["vertices"]);
+        let mut labelled = false;
         for r in report["runs"].as_array().into_iter().flatten() {
-            let line = format!("{} ({})", s(&r["system"]), s(&r["placement"]));
-            walk.point(&line, vertices, f(&r["walk_ms"]));
-            if r["placement"] == "gpu" {
-                build.point(&s(&r["system"]), vertices, f(&r["build_ms"]));
+            if sim && r["h200"].is_null() {
+                continue;
+            }
+            let walk_ms = f(&r["walk_ms"]);
+            let walk = figure(
+                &mut figures,
+                (&source, real),
+                "walk-time",
+                "random walks, 80 steps from every vertex",
+                "walk kernel, ms",
+            );
+            walk.point(
+                &format!("{} ({})", s(&r["system"]), s(&r["placement"])),
+                vertices,
+                walk_ms,
+            );
+            if real && !labelled && walk_ms > 0.0 {
+                let name = graph.rsplit('/').next().unwrap_or(&graph);
+                walk.labels.push((vertices, walk_ms, format!("  {name}")));
+                labelled = true;
+            }
+            if r["placement"] == "gpu" && !sim {
+                figure(
+                    &mut figures,
+                    (&source, real),
+                    "walk-build",
+                    "building the adjacency lists in a kernel",
+                    "allocation kernel, ms",
+                )
+                .point(&s(&r["system"]), vertices, f(&r["build_ms"]));
             }
         }
     }
-    out.push(walk);
-    out.push(build);
+    out.extend(figures.into_values().filter(|f| !f.lines.is_empty()));
+}
+
+/// The walk figure of `what` for a report of `source` (real graph or R-MAT): one per source
+/// and family, joined only for R-MAT's.
+fn figure<'a>(
+    figures: &'a mut BTreeMap<String, Figure>,
+    (source, real): (&Source, bool),
+    what: &str,
+    title: &str,
+    y_desc: &str,
+) -> &'a mut Figure {
+    let name = format!("{what}{}", if real { "-graphs" } else { "" });
+    let key = format!("{name}{}", source.suffix);
+    figures.entry(key).or_insert_with(|| {
+        let mut fig = Figure::new(name, title.into(), "vertices", y_desc, source);
+        fig.joined = !real;
+        fig
+    })
 }
 
 /// A report's JSON, or why the file is skipped.
@@ -414,6 +512,62 @@ mod tests {
         assert_eq!(pngs, 3 + 12 + 2);
         let png = std::fs::read(out.join("access-large-lockstep-time.png")).unwrap();
         assert_eq!(&png[1..4], b"PNG");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn modelled_reports_say_so_and_real_graphs_are_named_points() {
+        use serde_json::json;
+        let out = temp("figures-modelled");
+        let run = |system: &str, walk_ms: f64, checked: bool| {
+            json!({"system": system, "placement": "host", "walk_ms": walk_ms, "build_ms": 9.0,
+                   "h200": if checked { json!({"walk_ms": 2.5}) } else { Value::Null }})
+        };
+        let sim = json!({"backend": "Sim", "graph": "rmat-16-ef16", "vertices": 65536,
+            "runs": [run("alignmalloc", 18.0, true), run("managed-csr", 30.0, false)]});
+        let real = |graph: &str, vertices: u64| {
+            json!({"backend": "Cuda", "graph": graph,
+            "vertices": vertices, "runs": [run("alignmalloc", 3.0, false)]})
+        };
+        let files: Vec<PathBuf> = [
+            ("sim.json", sim),
+            ("a.json", real("data/cit-HepPh.txt", 34546)),
+            ("b.json", real("data/web-Google.txt.gz", 875713)),
+        ]
+        .iter()
+        .map(|(name, report)| {
+            let path = out.join(name);
+            std::fs::create_dir_all(&out).unwrap();
+            std::fs::write(&path, report.to_string()).unwrap();
+            path
+        })
+        .collect();
+        let mut words: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+        let dir = out.join("figures");
+        words.extend(["--out-dir", dir.to_str().unwrap()]);
+        super::run(&parse::<Args>(&words).unwrap()).unwrap();
+        let modelled = std::fs::read_to_string(dir.join("walk-time-sim.svg")).unwrap();
+        assert!(
+            modelled.contains("modelled by uvmsim"),
+            "the axis says modelled"
+        );
+        assert!(modelled.contains("alignmalloc (host)"));
+        assert!(
+            !modelled.contains("managed-csr"),
+            "an unchecked modelled time is not drawn"
+        );
+        let graphs = std::fs::read_to_string(dir.join("walk-time-graphs.svg")).unwrap();
+        assert!(graphs.contains("cit-HepPh.txt") && graphs.contains("web-Google.txt.gz"));
+        assert!(!graphs.contains("modelled"));
+        assert!(
+            !dir.join("walk-time.svg").exists(),
+            "no R-MAT report, no joined figure"
+        );
+        // The only coloured lines are the legend's marks: the two graphs' points are not joined
+        // (the axes are thin black lines).
+        let polylines = graphs.matches("stroke-width=\"2\"").count();
+        let legend_entries = graphs.matches("alignmalloc (host)").count();
+        assert_eq!(polylines, legend_entries, "{graphs}");
         std::fs::remove_dir_all(&out).unwrap();
     }
 

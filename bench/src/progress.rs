@@ -30,6 +30,20 @@ pub fn steps(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// A bar over the `len` bytes of a file being read (the length may be set later).
+pub fn bytes(len: u64, what: &str) -> ProgressBar {
+    let bar = BARS.add(ProgressBar::new(len)).with_style(
+        ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {elapsed:>4}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_string());
+    bar.enable_steady_tick(TICK);
+    bar
+}
+
 /// A spinner for one step whose length is unknown (a kernel, a file being read).
 pub fn spinner(what: &str) -> ProgressBar {
     let bar = BARS.add(ProgressBar::new_spinner()).with_style(

@@ -26,6 +26,7 @@
 //! uvmsim replays the walk's accesses with the cost model fitted on the H200: its times are
 //! modelled, and the report says so.
 
+mod checked;
 mod gpu;
 mod sim;
 
@@ -37,7 +38,7 @@ use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
 use crate::cli;
-use crate::graph::{BuildNotes, Direction, Graph};
+use crate::graph::{BuildNotes, Direction, Format, Graph, IdMap};
 use crate::patterns::mix;
 use crate::progress::note;
 
@@ -242,6 +243,10 @@ pub struct SystemRun {
     pub walks_agree: Option<bool>,
     /// Bytes the system held for the lists (chunk capacity or exact list bytes).
     pub list_bytes: u64,
+    /// On the simulator: the committed H200 run of the same workload, system and placement,
+    /// which checks the modelled walk time (`None`: unchecked, so the time and ratio are not
+    /// shown).
+    pub h200: Option<checked::H200Run>,
 }
 
 impl SystemRun {
@@ -266,6 +271,7 @@ impl SystemRun {
             gpu_faults: None,
             walks_agree: None,
             list_bytes,
+            h200: None,
         }
     }
 }
@@ -316,41 +322,73 @@ pub fn compare(
     Ok(())
 }
 
-fn load_graph(args: &Args) -> anyhow::Result<(String, Graph, BuildNotes)> {
+fn load_graph(args: &Args) -> anyhow::Result<(String, Graph, BuildNotes, Option<IdMap>)> {
     let started = Instant::now();
-    let spinner = crate::progress::spinner("loading the graph");
-    let (name, (graph, notes)) = match (&args.rmat, &args.snap, &args.mtx) {
-        (Some(scale), _, _) => (
-            format!("rmat-{scale}-ef{}", args.edge_factor),
-            Graph::rmat(*scale, args.edge_factor, args.seed)?,
-        ),
-        (_, Some(path), _) => (
-            path.display().to_string(),
-            Graph::read_snap(path, args.direction)?,
-        ),
-        (_, _, Some(path)) => (
-            path.display().to_string(),
-            Graph::read_matrix_market(path, args.direction)?,
-        ),
-        _ => bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
+    let (name, graph, notes, ids) = match (&args.rmat, &args.snap, &args.mtx) {
+        (Some(scale), _, _) => {
+            let spinner = crate::progress::spinner("generating the graph");
+            let (graph, notes) = Graph::rmat(*scale, args.edge_factor, args.seed)?;
+            spinner.finish_and_clear();
+            (
+                format!("rmat-{scale}-ef{}", args.edge_factor),
+                graph,
+                notes,
+                None,
+            )
+        }
+        (_, snap, mtx) => {
+            let (path, format) = match (snap, mtx) {
+                (Some(p), _) => (p, Format::Snap),
+                (_, Some(p)) => (p, Format::MatrixMarket),
+                _ => bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
+            };
+            let bar = crate::progress::bytes(0, "reading the graph");
+            let (graph, notes, ids) = Graph::load(path, format, args.direction, |read, size| {
+                bar.set_length(size);
+                bar.set_position(read);
+            })?;
+            bar.finish_and_clear();
+            (path.display().to_string(), graph, notes, Some(ids))
+        }
     };
-    spinner.finish_and_clear();
-    if graph.vertices() > u32::MAX as usize - 1 {
-        bail!("{name}: more vertices than 32-bit ids");
-    }
+    let seconds = started.elapsed().as_secs_f64();
     note!(
-        "graph {name}: {} vertices, {} directed edges (max degree {}; {} duplicates dropped, {} self-loops kept), loaded in {:.1} s",
+        "graph {name}: {} vertices, {} directed edges (max degree {}; {} duplicates dropped, {} self-loops kept, {} vertices without out-edges), built in {seconds:.1} s",
         graph.vertices(),
         graph.edges(),
         graph.max_degree(),
         notes.duplicates,
         notes.self_loops,
-        started.elapsed().as_secs_f64()
+        graph.sinks(),
     );
-    Ok((name, graph, notes))
+    if ids.is_some() {
+        note!(
+            "  read {:.1} MB of text ({:.0} MB/s over the whole load){}{}",
+            notes.text_bytes as f64 / 1e6,
+            notes.text_bytes as f64 / 1e6 / seconds.max(1e-9),
+            if notes.ids_compacted {
+                format!(
+                    "; vertex ids renumbered 0..{} from ids up to {} (walks are written with the file's ids)",
+                    graph.vertices(),
+                    notes.largest_id
+                )
+            } else {
+                String::new()
+            },
+            if notes.isolated > 0 {
+                format!(
+                    "; {} of the {} declared vertices are in no edge and left out",
+                    notes.isolated, notes.declared_vertices
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok((name, graph, notes, ids))
 }
 
-fn write_walks(path: &PathBuf, reference: &Reference) -> anyhow::Result<()> {
+fn write_walks(path: &PathBuf, reference: &Reference, ids: Option<&IdMap>) -> anyhow::Result<()> {
     use std::io::Write;
     let paths = reference
         .paths
@@ -365,7 +403,10 @@ fn write_walks(path: &PathBuf, reference: &Reference) -> anyhow::Result<()> {
             if !first {
                 out.write_all(b" ")?;
             }
-            write!(out, "{v}")?;
+            match ids {
+                Some(ids) => write!(out, "{}", ids.original(v))?,
+                None => write!(out, "{v}")?,
+            }
             first = false;
         }
         out.write_all(b"\n")?;
@@ -387,7 +428,7 @@ impl Args {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let gpu = args.check()?;
-    let (name, graph, notes) = load_graph(args)?;
+    let (name, graph, notes, ids) = load_graph(args)?;
     let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);
     let keep_paths = args.verify || args.output.is_some();
     let started = Instant::now();
@@ -432,15 +473,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             runs.extend(gpu::identity_order(&identity, &graph, args, &reference)?);
             (runs, "GPU kernel wall time")
         }
-        BackendKind::Sim => (
-            sim::run(&rt, &graph, args, &reference)?,
-            "modelled by uvmsim with the constants fitted on the H200 (not measured)",
-        ),
+        BackendKind::Sim => {
+            let mut runs = sim::run(&rt, &graph, args, &reference)?;
+            for r in &mut runs {
+                r.h200 = checked::h200_run(&name, graph.vertices(), args, r.system, r.placement);
+            }
+            (
+                runs,
+                "modelled by uvmsim with the constants fitted on the H200 (not measured); \
+                 shown only where an H200 run of the same workload checks the model",
+            )
+        }
     };
-    let runs = with_ratios(runs);
-    print_table(&runs, times, &migrations);
+    let mut runs = with_ratios(runs);
+    let modelled = backend == BackendKind::Sim;
+    if modelled {
+        // The model's walk times are several times the H200's, by a factor that differs between
+        // systems: a ratio of two modelled times would rank systems the way the GPU does not.
+        // The H200's own ratio is shown instead where a run checks the row.
+        for r in &mut runs {
+            r.ratio_to_alignmalloc = None;
+        }
+    }
+    print_table(&runs, times, &migrations, modelled);
     if let Some(path) = &args.output {
-        write_walks(path, &reference)?;
+        write_walks(path, &reference, ids.as_ref())?;
         note!(
             "walks written to {} (they match every system's)",
             path.display()
@@ -498,14 +555,14 @@ fn with_ratios(mut runs: Vec<SystemRun>) -> Vec<SystemRun> {
     runs
 }
 
-fn print_table(runs: &[SystemRun], times: &str, migrations: &str) {
+fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool) {
     println!("walk times: {times}");
     println!("HtoD and faults: {migrations}");
-    println!(
+    let mut header = format!(
         "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
         "system",
         "placement",
-        "build ms",
+        if modelled { "build ms*" } else { "build ms" },
         "fill ms",
         "walk ms",
         "walks/s",
@@ -515,26 +572,55 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str) {
         "faults",
         "walks"
     );
+    if modelled {
+        header.push_str(&format!(
+            " {:>10} {:>10} {:>11} {:>10}",
+            "H200 ms", "model/H200", "H200 x ours", "H200 HtoD"
+        ));
+    }
+    println!("{header}");
     for r in runs {
-        println!("{}", table_row(r));
+        println!("{}", table_row(r, modelled));
     }
     println!(
         "x ours: walk time over alignmalloc's in the same placement (above 1: alignmalloc is faster)"
     );
+    if modelled {
+        println!(
+            "modelled (not measured): walk ms, walks/s, HtoD MiB and faults; build ms* is the CPU \
+             warps' time on this host, not a GPU's. The model's walk times are shown only next to \
+             an H200 run of the same workload (H200 ms, from bench/results/; model/H200 says how \
+             far off the model is), and systems are compared only by the H200's own ratio (H200 x \
+             ours); modelled ratios are not shown."
+        );
+        if runs.iter().all(|r| r.h200.is_none()) {
+            println!(
+                "no H200 run of this workload checks the model, so no walk time or ratio is \
+                 shown; checked workloads: {}",
+                checked::checked_workloads()
+            );
+        }
+    }
 }
 
-/// One run's line; a figure that does not apply to the run is `-`.
-fn table_row(r: &SystemRun) -> String {
+/// One run's line; a figure that does not apply to the run is `-`. On the simulator
+/// (`modelled`), the walk's time, rate and ratio are shown only where an H200 run checks them.
+fn table_row(r: &SystemRun, modelled: bool) -> String {
     let or_dash =
         |x: Option<f64>, decimals: usize| x.map_or("-".to_string(), |x| format!("{x:.decimals$}"));
-    format!(
-        "{:<26} {:<9} {:>10} {:>9} {:>10.3} {:>12.3e} {:>8} {:>10.1} {:>10} {:>10} {:>6}",
+    let shown = !modelled || r.h200.is_some();
+    let mut line = format!(
+        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10.1} {:>10} {:>10} {:>6}",
         r.system,
         format!("{:?}", r.placement).to_lowercase(),
         or_dash(r.build_ms, 2),
         or_dash(r.fill_ms, 2),
-        r.walk_ms,
-        r.walks_per_s,
+        or_dash(shown.then_some(r.walk_ms), 3),
+        if shown {
+            format!("{:.3e}", r.walks_per_s)
+        } else {
+            "-".into()
+        },
         or_dash(r.ratio_to_alignmalloc, 2),
         r.list_bytes as f64 / 1048576.0,
         r.htod_bytes
@@ -545,7 +631,19 @@ fn table_row(r: &SystemRun) -> String {
             Some(false) => "WRONG",
             None => "-",
         }
-    )
+    );
+    if modelled {
+        let h = r.h200.as_ref();
+        line.push_str(&format!(
+            " {:>10} {:>10} {:>11} {:>10}",
+            or_dash(h.map(|h| h.walk_ms), 3),
+            or_dash(h.map(|h| r.walk_ms / h.walk_ms), 2),
+            or_dash(h.and_then(|h| h.ratio_to_alignmalloc), 2),
+            h.and_then(|h| h.htod_bytes)
+                .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+        ));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -649,7 +747,12 @@ mod tests {
                 "host lists must migrate: {r}"
             );
         }
-        assert_eq!(runs[0]["ratio_to_alignmalloc"], 1.0);
+        // Modelled ratios rank systems unlike the GPU: none is given on the simulator.
+        assert!(runs.iter().all(|r| r["ratio_to_alignmalloc"].is_null()));
+        assert!(
+            runs.iter().all(|r| r["h200"].is_null()),
+            "no H200 run of rmat 9"
+        );
         // Figures that do not apply are absent, not zero: the sim backend times no fill, and
         // the managed CSR builds nothing.
         for r in runs {
@@ -665,9 +768,53 @@ mod tests {
     }
 
     #[test]
+    fn a_sparsely_numbered_file_walks_its_own_vertices_and_writes_its_own_ids() {
+        // 48 vertices numbered a billion apart, in a ring: 48 walks, not 47 billion.
+        let (graph, walks, json) = (
+            temp("sparse.txt"),
+            temp("sparse-walks.txt"),
+            temp("sparse.json"),
+        );
+        let id = |k: u64| (k % 48 + 1) * 1_000_000_007;
+        let text: String = (0..48)
+            .map(|k| format!("{} {}\n", id(k), id(k + 1)))
+            .collect();
+        std::fs::write(&graph, text).unwrap();
+        let args: Args = parse(&[
+            "--snap",
+            graph.to_str().unwrap(),
+            "--length",
+            "6",
+            "--backend",
+            "sim",
+            "--verify",
+            "--output",
+            walks.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        run(&args).unwrap();
+        let report = take_json(&json);
+        assert_eq!(report["vertices"], 48);
+        assert_eq!(report["notes"]["ids_compacted"], true);
+        let written = std::fs::read_to_string(&walks).unwrap();
+        let _ = std::fs::remove_file(&walks);
+        let _ = std::fs::remove_file(&graph);
+        let ids: std::collections::BTreeSet<u64> = (0..48).map(id).collect();
+        let lines: Vec<&str> = written.lines().collect();
+        assert_eq!(lines.len(), 48);
+        for line in lines {
+            let walk: Vec<u64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+            assert_eq!(walk.len(), 7, "{line}");
+            assert!(walk.iter().all(|v| ids.contains(v)), "{line}");
+        }
+    }
+
+    #[test]
     fn a_figure_that_does_not_apply_is_a_dash_in_every_column() {
         let csr = SystemRun::new("managed-csr", Placement::Host, None, 1 << 20);
-        let cols: Vec<String> = table_row(&csr)
+        let cols: Vec<String> = table_row(&csr, false)
             .split_whitespace()
             .map(String::from)
             .collect();
@@ -681,7 +828,7 @@ mod tests {
             fill_ms: Some(1.25),
             ..SystemRun::new("alignmalloc", Placement::Host, Some(0.004), 1 << 20)
         };
-        let cols: Vec<String> = table_row(&built)
+        let cols: Vec<String> = table_row(&built, false)
             .split_whitespace()
             .map(String::from)
             .collect();
