@@ -17,6 +17,7 @@ pub mod launch;
 pub mod options;
 pub mod pool;
 pub mod report;
+pub mod slabs;
 
 pub use options::{Advice, OptionsError, PastCap, WrapOptions};
 pub use pool::{Origin, Pool, PoolAlloc, Reserve};

@@ -1,18 +1,20 @@
 //! The wrapped program's managed allocations.
 //!
-//! A [`Pool`] places each `cuMemAllocManaged` of the program in an alignmalloc arena with
-//! [`Resolver::alloc_plain`]: objects over 64 KiB start on a 2 MiB VABlock with no other object in
-//! their blocks (the driver prefetches and evicts per VABlock, so it never mixes two of them);
-//! smaller ones are packed in 256 B units. The arena is reserved from the driver through
+//! A [`Pool`] places each `cuMemAllocManaged` of the program in an alignmalloc arena: objects of
+//! up to 4 KiB come from size-class slabs (the `slabs` module: one 2 MiB VABlock per slab, one
+//! class per multiple of 256 B); larger ones from [`Resolver::alloc_plain`], which starts objects
+//! over 64 KiB on a VABlock with no other object in their blocks (the driver prefetches and
+//! evicts per VABlock, so it never mixes two of them) and packs the others in 256 B units. The arena is reserved from the driver through
 //! [`Reserve`] on first use and grows by doubling (at least the request) up to its cap; past the
 //! cap an allocation goes to the driver or fails ([`PastCap`]). Every allocation, the pool's
 //! and the driver's, is recorded with its size and lifetime for the report and for the answers
 //! the driver would give about it (its range, its id).
 //!
 //! Invariants: every address the resolver hands out lies in a reservation, and reservations are
-//! never given back while the pool lives; `live` holds exactly the allocations not yet freed,
-//! by base, and an arena allocation in `live` is a live object of the resolver starting there;
-//! a free the pool refuses changes nothing.
+//! never given back while the pool lives; `live` holds exactly the allocations not yet freed
+//! that are not slab objects, by base, and an arena allocation in `live` is a live object of the
+//! resolver starting there; a slab object is live exactly when its slab's bit is set; a free the
+//! pool refuses changes nothing.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,7 @@ use translator::WARP_LANES;
 
 use crate::options::{PastCap, WrapOptions};
 use crate::report::{AllocationRow, Counts, PoolSummary, Traffic};
+use crate::slabs::{self, SLAB_BYTES, SlabHit, Slabs};
 
 /// The driver as the pool needs it: managed memory for the arena, and how much the GPU has free.
 pub trait Reserve {
@@ -73,6 +76,11 @@ impl Records {
         let last = self.pages.len() - 1;
         self.pages[last].push(r);
         (last * Self::PAGE + self.pages[last].len() - 1) as u32
+    }
+
+    fn len(&self) -> u32 {
+        let full = self.pages.len().saturating_sub(1) * Self::PAGE;
+        (full + self.pages.last().map_or(0, Vec::len)) as u32
     }
 
     fn get(&self, i: u32) -> &Record {
@@ -167,6 +175,9 @@ pub struct Pool<R: Reserve> {
     records: Records,
     /// The live ones: base -> index in `records` (small values: the tree moves them around).
     live: BTreeMap<u64, u32>,
+    /// Small objects, by size class (not in `live`).
+    slabs: Slabs,
+    live_count: u64,
     next_id: u64,
     live_bytes: u64,
     counters: PoolCounters,
@@ -190,6 +201,8 @@ impl<R: Reserve> Pool<R> {
             resolver: None,
             records: Records::default(),
             live: BTreeMap::new(),
+            slabs: Slabs::default(),
+            live_count: 0,
             next_id: 1,
             live_bytes: 0,
             counters: PoolCounters::default(),
@@ -216,28 +229,56 @@ impl<R: Reserve> Pool<R> {
         if !self.enabled {
             return PoolAlloc::Driver(Origin::Driver);
         }
+        let placed = match slabs::class_of(bytes) {
+            Some(class) => self.slab_object(class),
+            None => self.place(bytes),
+        };
+        match placed {
+            Some(base) => {
+                self.counters.arena_allocations += 1;
+                let mapped = slabs::class_of(bytes).is_none();
+                self.insert(base, bytes, Origin::Arena, now_ns, caller, mapped);
+                PoolAlloc::Arena(base)
+            }
+            None => self.past_the_cap(bytes),
+        }
+    }
+
+    /// An object of slab class `class`, from a slab with room or a new one.
+    fn slab_object(&mut self, class: usize) -> Option<u64> {
+        let record = self.records.len();
+        if let Some(address) = self.slabs.take(class, record) {
+            return Some(address);
+        }
+        let base = self.place(SLAB_BYTES)?;
+        self.slabs.add(base, class);
+        self.slabs.take(class, record)
+    }
+
+    /// Room for `bytes` from the resolver, growing the arena once if it has none.
+    fn place(&mut self, bytes: u64) -> Option<u64> {
         let mut grew = false;
         loop {
             if let Some(r) = &mut self.resolver {
                 match r.alloc_plain(bytes) {
-                    Ok(base) => {
-                        self.counters.arena_allocations += 1;
-                        self.insert(base, bytes, Origin::Arena, now_ns, caller);
-                        return PoolAlloc::Arena(base);
-                    }
+                    Ok(base) => return Some(base),
                     Err(Status::OutOfMemory) => {}
                     Err(status) => {
                         // Over 1 TiB: more than any arena holds.
                         tracing::warn!(bytes, ?status, "an allocation the arena cannot place");
-                        break;
+                        return None;
                     }
                 }
             }
             if grew || !self.grow(bytes) {
-                break;
+                return None;
             }
             grew = true;
         }
+    }
+
+    /// What an allocation gets when the arena is at its cap.
+    fn past_the_cap(&mut self, bytes: u64) -> PoolAlloc {
         match self.past_cap {
             PastCap::Driver => {
                 if self.counters.past_cap_allocations == 0 {
@@ -276,7 +317,7 @@ impl<R: Reserve> Pool<R> {
             Origin::DriverPastCap => self.counters.past_cap_allocations += 1,
             _ => self.counters.driver_allocations += 1,
         }
-        self.insert(base, bytes, origin, now_ns, caller);
+        self.insert(base, bytes, origin, now_ns, caller, true);
     }
 
     /// Free the allocation at `address` at `now_ns`, or say who must.
@@ -285,18 +326,28 @@ impl<R: Reserve> Pool<R> {
         if !in_arena {
             return PoolFree::Driver;
         }
-        let resolver = self.resolver.as_mut().expect("the address is in the arena");
-        let mut addresses = [0u64; WARP_LANES];
-        addresses[0] = address;
-        let outcome = resolver.free_pointers(&addresses)[0];
-        match (outcome, self.live_at(address)) {
-            (LaneStatus::Ok, Some(r)) if r.origin == Origin::Arena => {
+        let outcome = match self.slabs.find(address) {
+            SlabHit::NoSlab => {
+                let resolver = self.resolver.as_mut().expect("the address is in the arena");
+                let mut addresses = [0u64; WARP_LANES];
+                addresses[0] = address;
+                match resolver.free_pointers(&addresses)[0] {
+                    LaneStatus::Ok => match self.live.remove(&address) {
+                        Some(index) => Ok(index),
+                        None => unreachable!("the resolver freed an object the pool never had"),
+                    },
+                    refused => Err(refused),
+                }
+            }
+            _ => self.slabs.free(address),
+        };
+        match outcome {
+            Ok(index) => {
                 self.counters.arena_frees += 1;
-                self.close(address, now_ns);
+                self.close_record(index, now_ns);
                 PoolFree::Freed
             }
-            (LaneStatus::Ok, _) => unreachable!("the resolver freed an object the pool never had"),
-            (outcome, _) => {
+            Err(outcome) => {
                 if outcome == LaneStatus::DoubleFree {
                     self.counters.double_frees += 1;
                 } else {
@@ -328,6 +379,22 @@ impl<R: Reserve> Pool<R> {
         let in_arena = self.resolver.as_ref().is_some_and(|r| r.in_arena(address));
         if !in_arena {
             return Owner::Driver;
+        }
+        match self.slabs.find(address) {
+            SlabHit::Live { base, record } => {
+                let r = self.records.get(record);
+                return if address - base < r.bytes {
+                    Owner::Allocation {
+                        base,
+                        bytes: r.bytes,
+                        id: r.id,
+                    }
+                } else {
+                    Owner::Nothing
+                };
+            }
+            SlabHit::Dead => return Owner::Nothing,
+            SlabHit::NoSlab => {}
         }
         let at = self.live.range(..=address).next_back();
         match at.map(|(_, &i)| self.records.get(i)) {
@@ -363,6 +430,7 @@ impl<R: Reserve> Pool<R> {
     /// Check the resolver's invariants and that every arena allocation recorded live is a live
     /// object there (tests and the report call it).
     pub fn check(&self) -> Result<(), String> {
+        self.slabs.check()?;
         if let Some(r) = &self.resolver {
             r.check_invariants()?;
             let live = self.live.values().map(|&i| self.records.get(i));
@@ -455,7 +523,7 @@ impl<R: Reserve> Pool<R> {
             enabled: self.enabled,
             cap_bytes: (self.cap != u64::MAX).then_some(self.cap),
             counters: self.counters,
-            live_allocations: self.live.len() as u64,
+            live_allocations: self.live_count,
             live_bytes: self.live_bytes,
         }
     }
@@ -467,6 +535,7 @@ impl<R: Reserve> Pool<R> {
         origin: Origin,
         now_ns: u64,
         caller: Option<String>,
+        mapped: bool,
     ) {
         let id = self.next_id;
         self.next_id += 1;
@@ -481,12 +550,15 @@ impl<R: Reserve> Pool<R> {
             died_ns: None,
             caller,
         });
-        if self.live.contains_key(&base) {
+        self.live_count += 1;
+        if !mapped {
+            return;
+        }
+        if let Some(stale) = self.live.insert(base, index) {
             // The driver reused an address the pool thought live: it was freed behind the
             // pool's back (a free it did not see); close the old record.
-            self.close(base, now_ns);
+            self.close_record(stale, now_ns);
         }
-        self.live.insert(base, index);
     }
 
     /// The live allocation starting at `base`.
@@ -496,10 +568,15 @@ impl<R: Reserve> Pool<R> {
 
     fn close(&mut self, base: u64, now_ns: u64) {
         if let Some(i) = self.live.remove(&base) {
-            let r = self.records.get_mut(i);
-            self.live_bytes -= r.bytes;
-            r.died_ns = Some(now_ns);
+            self.close_record(i, now_ns);
         }
+    }
+
+    fn close_record(&mut self, index: u32, now_ns: u64) {
+        let r = self.records.get_mut(index);
+        self.live_bytes -= r.bytes;
+        self.live_count -= 1;
+        r.died_ns = Some(now_ns);
     }
 
     /// Reserve another segment with room for `bytes`: twice what is reserved (at least the
