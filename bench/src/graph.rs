@@ -155,6 +155,15 @@ impl Graph {
     /// An R-MAT graph of `2^scale` vertices and `edge_factor * 2^scale` generated edges
     /// (probabilities 0.57, 0.19, 0.19, 0.05, as Graph500), undirected, from `seed`.
     pub fn rmat(scale: u32, edge_factor: u32, seed: u64) -> anyhow::Result<(Graph, BuildNotes)> {
+        let edges = rmat_edges(scale, edge_factor, seed)?;
+        Ok(Graph::from_edges(1 << scale, &edges, Direction::Undirected))
+    }
+}
+
+/// The edges of [`Graph::rmat`], in the order they are generated (before they are made
+/// undirected and deduplicated).
+pub fn rmat_edges(scale: u32, edge_factor: u32, seed: u64) -> anyhow::Result<Vec<(u32, u32)>> {
+    {
         if !(1..=26).contains(&scale) {
             bail!("--rmat {scale}: the scale must be 1 to 26 (2 to 67 million vertices)");
         }
@@ -178,8 +187,38 @@ impl Graph {
             }
             edges.push((u, v));
         }
-        Ok(Graph::from_edges(vertices, &edges, Direction::Undirected))
+        Ok(edges)
     }
+}
+
+/// A graph's edges in arrival order.
+pub struct EdgeStream {
+    /// Vertices (dense ids).
+    pub vertices: usize,
+    /// Edges in arrival order.
+    pub edges: Vec<(u32, u32)>,
+    /// Whether each edge stands for both directions.
+    pub direction: Direction,
+}
+
+/// A graph file's edges in file order, over dense ids (Matrix Market `symmetric` files are
+/// undirected whatever `direction` says); the file's ids are not kept.
+pub fn file_edges(
+    path: &Path,
+    format: Format,
+    direction: Direction,
+    progress: impl FnMut(u64, u64),
+) -> anyhow::Result<EdgeStream> {
+    let list = graphio::read_file(path, format, progress)?;
+    let direction = match list.symmetry {
+        Some(graphio::Symmetry::Symmetric) => Direction::Undirected,
+        _ => direction,
+    };
+    Ok(EdgeStream {
+        vertices: list.vertices as usize,
+        edges: list.edges,
+        direction,
+    })
 }
 
 #[cfg(test)]

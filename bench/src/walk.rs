@@ -27,6 +27,7 @@
 //! modelled, and the report says so.
 
 mod checked;
+mod dynamic;
 mod gpu;
 mod sim;
 
@@ -94,6 +95,20 @@ pub struct Args {
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// A graph that changes: its edges arrive in N batches (R-MAT's order, or the file's); after
+    /// each one every system adds it to its graph (alignmalloc and CUDA's malloc grow
+    /// per-vertex lists inside a kernel; a managed CSR is rebuilt by the host) and walks run on
+    /// the graph so far, checked against the CPU reference.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=100_000),
+        conflicts_with_all = ["verify", "output", "order"]
+    )]
+    batches: Option<u32>,
+    /// Walks after each batch with --batches (at most one per vertex times --walks-per-vertex).
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_walkers: u64,
 }
 
 /// Which vertex each allocating thread takes.
@@ -164,7 +179,14 @@ pub fn reference_walks(
                     let path = path_chunk
                         .as_deref_mut()
                         .map(|p| &mut p[i * stride..(i + 1) * stride]);
-                    *digest = walk_one(graph, w, length, seed, path);
+                    *digest = walk_one(
+                        &|v| graph.neighbors_of(v),
+                        graph.vertices() as u32,
+                        w,
+                        length,
+                        seed,
+                        path,
+                    );
                 }
             });
         }
@@ -177,19 +199,27 @@ pub fn reference_walks(
     }
 }
 
-/// One walker's walk; its digest, and its path in `path` when given.
-fn walk_one(graph: &Graph, w: u64, length: u32, seed: u64, mut path: Option<&mut [u32]>) -> u64 {
-    let mut v = (w % graph.vertices() as u64) as u32;
+/// One walker's walk over `vertices` vertices whose lists `neighbors` gives; its digest, and its
+/// path in `path` when given.
+pub fn walk_one<'g>(
+    neighbors: &dyn Fn(u32) -> &'g [u32],
+    vertices: u32,
+    w: u64,
+    length: u32,
+    seed: u64,
+    mut path: Option<&mut [u32]>,
+) -> u64 {
+    let mut v = (w % u64::from(vertices)) as u32;
     let mut digest = digest_step(0, v);
     if let Some(p) = path.as_deref_mut() {
         p[0] = v;
     }
     for s in 0..length {
-        let d = graph.degree(v);
-        if d == 0 {
+        let list = neighbors(v);
+        if list.is_empty() {
             break;
         }
-        v = graph.neighbors_of(v)[(walk_random(seed, w, s) % d) as usize];
+        v = list[(walk_random(seed, w, s) % list.len() as u64) as usize];
         digest = digest_step(digest, v);
         if let Some(p) = path.as_deref_mut() {
             p[s as usize + 1] = v;
@@ -427,6 +457,9 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if let Some(batches) = args.batches {
+        return dynamic::run(args, batches);
+    }
     let gpu = args.check()?;
     let (name, graph, notes, ids) = load_graph(args)?;
     let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);

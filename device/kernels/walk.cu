@@ -11,6 +11,10 @@
 //                         device-heap pointers.
 //   am_walk_csr:          the same walks over one CSR (offsets + neighbours).
 //   am_walk_free, am_walk_free_heap: give the lists back.
+//   am_walk_insert:       one batch of edges of a graph that changes: thread t appends the new
+//                         neighbours of vertex touched[t] to its list, first moving the list to a
+//                         larger one (am::malloc, copy, am::free) when it is full.
+//   am_walk_insert_heap:  the same with CUDA's in-kernel malloc and free.
 //
 // Walker w starts at vertex w % vertices; at step s it moves to neighbour
 // walk_random(seed, w, s) % degree, and ends early at a vertex without neighbours (the rest of its
@@ -148,4 +152,83 @@ extern "C" __global__ void am_walk_free_heap(const am::u64* pointers, unsigned v
   const am::u64 v = global_thread();
   if (v >= vertices) return;
   free((void*)pointers[v]);
+}
+
+// The capacity (in neighbours) of a list that must hold `needed` and holds `capacity`: doubled,
+// at least `needed`, at least 4 (the twin of `grown_capacity` in bench/src/walk/dynamic.rs).
+__device__ __forceinline__ unsigned grown_capacity(unsigned capacity, unsigned needed) {
+  unsigned grown = capacity * 2 > needed ? capacity * 2 : needed;
+  return grown > 4 ? grown : 4;
+}
+
+// statuses[t]: 0 = done; else the allocation's status (am::kStatus*), or 0x100 + the lane status
+// of freeing the old list.
+extern "C" __global__ void am_walk_insert(am::DeviceMailbox mb, const unsigned* touched,
+                                          const unsigned* starts, const unsigned* adds,
+                                          unsigned count, unsigned contiguous, am::u64* handles,
+                                          unsigned* degrees, unsigned* capacities,
+                                          unsigned* statuses) {
+  const am::u64 t = global_thread();
+  if (t >= count) return;
+  const unsigned v = touched[t];
+  const unsigned first = starts[t], added = starts[t + 1] - first;
+  const unsigned degree = degrees[v];
+  am::u64 h = handles[v];
+  unsigned result = 0;
+  if (degree + added > capacities[v]) {
+    const unsigned capacity = grown_capacity(capacities[v], degree + added);
+    const am::u64 bytes = (am::u64)capacity * sizeof(unsigned);
+    unsigned status = 0xFFFFFFFFu;
+    am::u64 grown = 0;
+    for (unsigned tries = 0;; ++tries) {
+      grown = contiguous ? am::malloc_contiguous(mb, bytes, &status) : am::malloc(mb, bytes, &status);
+      if (status != am::kStatusOutOfMemory || tries == kBuildRetries) break;
+      __nanosleep(50000);
+    }
+    if (grown == 0) {
+      statuses[t] = status == 0 ? 0xFFu : status;
+      return;
+    }
+    if (h != 0) {
+      am::ptr<unsigned> from{h}, to{grown};
+      for (unsigned i = 0; i < degree; ++i) to[i] = from[i];
+      const unsigned freed = am::free(mb, h).lane_status;
+      if (freed != 0) result = 0x100 + freed;
+    }
+    h = grown;
+    handles[v] = h;
+    capacities[v] = capacity;
+  }
+  am::ptr<unsigned> list{h};
+  for (unsigned i = 0; i < added; ++i) list[degree + i] = adds[first + i];
+  degrees[v] = degree + added;
+  statuses[t] = result;
+}
+
+extern "C" __global__ void am_walk_insert_heap(const unsigned* touched, const unsigned* starts,
+                                               const unsigned* adds, unsigned count,
+                                               am::u64* pointers, unsigned* degrees,
+                                               unsigned* capacities, unsigned* statuses) {
+  const am::u64 t = global_thread();
+  if (t >= count) return;
+  const unsigned v = touched[t];
+  const unsigned first = starts[t], added = starts[t + 1] - first;
+  const unsigned degree = degrees[v];
+  unsigned* list = (unsigned*)pointers[v];
+  if (degree + added > capacities[v]) {
+    const unsigned capacity = grown_capacity(capacities[v], degree + added);
+    unsigned* grown = (unsigned*)malloc((am::u64)capacity * sizeof(unsigned));
+    if (!grown) {
+      statuses[t] = 0xFFu;
+      return;
+    }
+    for (unsigned i = 0; i < degree; ++i) grown[i] = list[i];
+    free(list);
+    list = grown;
+    pointers[v] = (am::u64)list;
+    capacities[v] = capacity;
+  }
+  for (unsigned i = 0; i < added; ++i) list[degree + i] = adds[first + i];
+  degrees[v] = degree + added;
+  statuses[t] = 0;
 }
