@@ -322,8 +322,7 @@ impl<R: Reserve> Pool<R> {
 
     /// Free the allocation at `address` at `now_ns`, or say who must.
     pub fn free(&mut self, address: u64, now_ns: u64) -> PoolFree {
-        let in_arena = self.resolver.as_ref().is_some_and(|r| r.in_arena(address));
-        if !in_arena {
+        if !self.in_arena(address) {
             return PoolFree::Driver;
         }
         let outcome = match self.slabs.find(address) {
@@ -374,10 +373,14 @@ impl<R: Reserve> Pool<R> {
         }
     }
 
+    /// Whether `address` lies in one of the arena's reservations.
+    fn in_arena(&self, address: u64) -> bool {
+        self.resolver.as_ref().is_some_and(|r| r.in_arena(address))
+    }
+
     /// Who answers for `address`.
     pub fn owner(&self, address: u64) -> Owner {
-        let in_arena = self.resolver.as_ref().is_some_and(|r| r.in_arena(address));
-        if !in_arena {
+        if !self.in_arena(address) {
             return Owner::Driver;
         }
         match self.slabs.find(address) {

@@ -102,10 +102,11 @@ hooks! {
     cuMemRangeGetAttributes / "cuMemRangeGetAttributes",
 }
 
-fn hook(name: &CStr) -> &'static Hook {
+/// The hook of a wrapper's name.
+fn hook(name: &str) -> &'static Hook {
     hooks()
         .iter()
-        .find(|h| h.name == name)
+        .find(|h| h.name.to_bytes() == name.as_bytes())
         .expect("every wrapper has a hook")
 }
 
@@ -179,7 +180,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
 ) -> CuResult {
     guarded("cuGetProcAddress", || {
         type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult;
-        let Some(real) = real!(c"cuGetProcAddress", F) else {
+        let Some(real) = real!("cuGetProcAddress", F) else {
             return CUDA_ERROR_NOT_FOUND;
         };
         // SAFETY: the caller's arguments, passed on.
@@ -209,7 +210,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
             u64,
             *mut c_int,
         ) -> CuResult;
-        let Some(real) = real!(c"cuGetProcAddress_v2", F) else {
+        let Some(real) = real!("cuGetProcAddress_v2", F) else {
             return CUDA_ERROR_NOT_FOUND;
         };
         // SAFETY: the caller's arguments, passed on.
@@ -248,7 +249,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
 ) -> CuResult {
     guarded("cuMemAllocManaged", || {
         type F = unsafe extern "C" fn(*mut DevicePtr, usize, c_uint) -> CuResult;
-        let Some(real) = real!(c"cuMemAllocManaged", F) else {
+        let Some(real) = real!("cuMemAllocManaged", F) else {
             return CUDA_ERROR_NOT_FOUND;
         };
         state::MANAGED_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
@@ -362,7 +363,7 @@ fn free_with(
 pub unsafe extern "C" fn cuMemFree_v2(address: DevicePtr) -> CuResult {
     guarded("cuMemFree_v2", || {
         type F = unsafe extern "C" fn(DevicePtr) -> CuResult;
-        let Some(real) = real!(c"cuMemFree_v2", F) else {
+        let Some(real) = real!("cuMemFree_v2", F) else {
             return CUDA_ERROR_NOT_FOUND;
         };
         let sync = driver::driver().ctx_synchronize;
@@ -387,7 +388,7 @@ macro_rules! free_async {
         pub unsafe extern "C" fn $name(address: DevicePtr, stream: Stream) -> CuResult {
             guarded(stringify!($name), || {
                 type F = unsafe extern "C" fn(DevicePtr, Stream) -> CuResult;
-                let Some(real) = real!(hook_name(stringify!($name)), F) else {
+                let Some(real) = real!(stringify!($name), F) else {
                     return CUDA_ERROR_NOT_FOUND;
                 };
                 let sync = driver::driver().stream_synchronize;
@@ -406,15 +407,6 @@ macro_rules! free_async {
 free_async!(cuMemFreeAsync);
 free_async!(cuMemFreeAsync_ptsz);
 
-/// The hook name of a wrapper's identifier.
-fn hook_name(name: &str) -> &'static CStr {
-    hooks()
-        .iter()
-        .find(|h| h.name.to_bytes() == name.as_bytes())
-        .map(|h| h.name)
-        .expect("every wrapper has a hook")
-}
-
 // --- ranges and attributes ----------------------------------------------------------------
 
 /// `cuMemGetAddressRange_v2`: an arena allocation's own range.
@@ -430,7 +422,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     guarded("cuMemGetAddressRange_v2", || {
         type F = unsafe extern "C" fn(*mut DevicePtr, *mut usize, DevicePtr) -> CuResult;
         match with_state(|s| s.pool.owner(address)) {
-            Owner::Driver => match real!(c"cuMemGetAddressRange_v2", F) {
+            Owner::Driver => match real!("cuMemGetAddressRange_v2", F) {
                 // SAFETY: the caller's arguments, passed on.
                 Some(real) => unsafe { real(base, size, address) },
                 None => CUDA_ERROR_NOT_FOUND,
@@ -495,7 +487,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
         if unsafe { pool_attribute(attribute, data, owner) } {
             return CUDA_SUCCESS;
         }
-        match real!(c"cuPointerGetAttribute", F) {
+        match real!("cuPointerGetAttribute", F) {
             // SAFETY: the caller's arguments, passed on.
             Some(real) => unsafe { real(data, attribute, address) },
             None => CUDA_ERROR_NOT_FOUND,
@@ -516,7 +508,7 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
 ) -> CuResult {
     guarded("cuPointerGetAttributes", || {
         type F = unsafe extern "C" fn(c_uint, *mut c_int, *mut *mut c_void, DevicePtr) -> CuResult;
-        let Some(real) = real!(c"cuPointerGetAttributes", F) else {
+        let Some(real) = real!("cuPointerGetAttributes", F) else {
             return CUDA_ERROR_NOT_FOUND;
         };
         // SAFETY: the caller's arguments, passed on.
@@ -554,7 +546,7 @@ macro_rules! ranged {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
             guarded(stringify!($name), || {
                 type F = unsafe extern "C" fn($($ty),*) -> CuResult;
-                let Some(real) = real!(hook_name(stringify!($name)), F) else {
+                let Some(real) = real!(stringify!($name), F) else {
                     return CUDA_ERROR_NOT_FOUND;
                 };
                 // SAFETY: the caller's arguments, passed on.
