@@ -32,8 +32,10 @@ fn cc(args: &[&str]) {
 fn fixture() -> &'static Fixture {
     static FIXTURE: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("alignmalloc-wrap-test-{}", std::process::id()));
+        // Under the build's own scratch folder, so nothing is left in the system's temp.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("alignmalloc-wrap-test-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
         std::fs::create_dir_all(&dir).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let s = |p: &Path| p.to_str().unwrap().to_string();
