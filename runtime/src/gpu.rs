@@ -56,13 +56,22 @@ fn check(call: &'static str, result: sys::CUresult) -> Result<(), GpuError> {
         .map_err(|error| GpuError::Driver { call, error })
 }
 
-/// Device memory of `bytes` bytes, zeroed.
+/// Device memory of `bytes` bytes, zeroed before this returns.
 fn device_zeroed(bytes: usize) -> Result<CUdeviceptr, GpuError> {
     let mut ptr: CUdeviceptr = 0;
     // SAFETY: out-pointer to a local; the context is bound by the caller.
     check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
-    // SAFETY: `ptr` is a fresh allocation of `bytes` bytes.
-    check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes) })?;
+    // A memset of device memory may still run when the call returns, and the runtime's kernels
+    // go to a non-blocking stream that does not wait for it: wait here.
+    // SAFETY: `ptr` is a fresh allocation of `bytes` bytes; the null stream is the context's
+    // legacy stream.
+    check("cuMemsetD8Async", unsafe {
+        sys::cuMemsetD8Async(ptr, 0, bytes, std::ptr::null_mut())
+    })?;
+    // SAFETY: as above.
+    check("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(std::ptr::null_mut())
+    })?;
     Ok(ptr)
 }
 
@@ -171,54 +180,90 @@ impl PinnedCaches {
         &self,
         stream: &cudarc::driver::CudaStream,
     ) -> Result<[u64; FREE_COUNTERS], GpuError> {
-        let (offset, bytes) = self.arrays[DEVICE_ARRAYS - 1];
-        let mut words = vec![0u64; bytes / 8];
-        // SAFETY: `words` has `bytes` bytes and outlives the copy (the stream is synchronized
-        // before it is read); the source is the counters array inside `memory`.
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                words.as_mut_ptr().cast(),
-                self.memory + offset as u64,
-                bytes,
-                stream.cu_stream(),
-            )
-        })?;
-        // SAFETY: a live stream of this context.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(stream.cu_stream())
-        })?;
+        let bytes = self.arrays_to_host(stream, [DEVICE_ARRAYS - 1])?.remove(0);
+        let words: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
         Ok(CpuCaches::free_counts(&words))
     }
 
-    /// [`CpuCaches::drain`] on the device's state, copied to the host and back. No kernel may
-    /// run. Returns the slabs given back.
-    pub fn drain(&self) -> Result<usize, GpuError> {
+    /// The device arrays `which` (indices into [`CpuCaches::arrays`]' order) copied to the host
+    /// on `stream`, as bytes. Every copy is waited for, even after one failed to start: the
+    /// buffers must outlive them.
+    fn arrays_to_host(
+        &self,
+        stream: &cudarc::driver::CudaStream,
+        which: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let ranges: Vec<(usize, usize)> = which.into_iter().map(|i| self.arrays[i]).collect();
+        let mut hosts: Vec<Vec<u8>> = ranges.iter().map(|&(_, bytes)| vec![0u8; bytes]).collect();
+        let copied = hosts
+            .iter_mut()
+            .zip(&ranges)
+            .try_for_each(|(host, &(offset, bytes))| {
+                // SAFETY: `host` has `bytes` bytes and lives until the stream is synchronized
+                // below; the source is this array inside `memory`.
+                check("cuMemcpyDtoHAsync", unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        host.as_mut_ptr().cast(),
+                        self.memory + offset as u64,
+                        bytes,
+                        stream.cu_stream(),
+                    )
+                })
+            });
+        let synced = synchronize(stream);
+        copied.and(synced)?;
+        Ok(hosts)
+    }
+
+    /// [`CpuCaches::drain`] on the device's state, copied to the host and back on `stream`
+    /// (the runtime's). No kernel may run. Returns the slabs given back once the state is back
+    /// on the device: a copy from pageable memory can still be under way when the call that
+    /// made it returns, so the stream is synchronized before the kernels that follow may start.
+    pub fn drain(&self, stream: &cudarc::driver::CudaStream) -> Result<usize, GpuError> {
         self.context
             .bind_to_thread()
             .map_err(|error| GpuError::Driver {
                 call: "cuCtxSetCurrent",
                 error,
             })?;
+        let hosts = self.arrays_to_host(stream, 0..DEVICE_ARRAYS)?;
         let state = CpuCaches::new(self.channel.clone(), self.max_arena_blocks);
-        for (index, &(offset, bytes)) in self.arrays.iter().enumerate() {
-            let mut host = vec![0u8; bytes];
-            // SAFETY: `host` has `bytes` bytes; the source is this array inside `memory`.
-            check("cuMemcpyDtoH", unsafe {
-                sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), self.memory + offset as u64, bytes)
-            })?;
-            state.load(index, &host);
+        for (index, host) in hosts.iter().enumerate() {
+            state.load(index, host);
         }
         let returned = state.drain();
-        for (index, &(offset, bytes)) in self.arrays.iter().enumerate() {
-            let host = state.save(index);
-            debug_assert_eq!(host.len(), bytes);
-            // SAFETY: as above, in the other direction.
-            check("cuMemcpyHtoD", unsafe {
-                sys::cuMemcpyHtoD_v2(self.memory + offset as u64, host.as_ptr().cast(), bytes)
-            })?;
-        }
+        let hosts: Vec<Vec<u8>> = (0..DEVICE_ARRAYS).map(|i| state.save(i)).collect();
+        let copied = hosts
+            .iter()
+            .zip(&self.arrays)
+            .try_for_each(|(host, &(offset, bytes))| {
+                debug_assert_eq!(host.len(), bytes);
+                // SAFETY: `host` has `bytes` bytes and outlives the synchronize below; the
+                // destination is this array inside `memory`.
+                check("cuMemcpyHtoDAsync", unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(
+                        self.memory + offset as u64,
+                        host.as_ptr().cast(),
+                        bytes,
+                        stream.cu_stream(),
+                    )
+                })
+            });
+        let synced = synchronize(stream);
+        copied.and(synced)?;
         Ok(returned)
     }
+}
+
+/// Wait for everything queued on `stream`.
+fn synchronize(stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
+    // SAFETY: a live stream (the borrow keeps it alive).
+    check("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(stream.cu_stream())
+    })
 }
 
 impl Drop for PinnedCaches {

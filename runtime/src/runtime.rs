@@ -246,7 +246,7 @@ impl Runtime {
         };
         let drained = match &self.backend {
             Backend::Cuda(c) => match &c.caches {
-                Some(caches) => caches.drain()?,
+                Some(caches) => caches.drain(&c.stream)?,
                 None => 0,
             },
             Backend::Sim(s) => s.device.caches().map_or(0, |c| c.drain()),

@@ -263,10 +263,28 @@ impl<'a> Walker<'a> {
         }?;
         launch.wait()?;
         let freed = rt.stream()?.clone_dtoh(&lane_statuses)?;
-        ensure!(
-            freed.iter().all(|&s| s == LaneStatus::Ok as u32),
-            "{system}: a list did not free cleanly"
-        );
+        let failed: Vec<usize> = (0..freed.len())
+            .filter(|&v| freed[v] != LaneStatus::Ok as u32)
+            .collect();
+        if !failed.is_empty() {
+            let words = rt.stream()?.clone_dtoh(handles)?;
+            for &v in failed.iter().take(8) {
+                let status = u8::try_from(freed[v]).ok().and_then(LaneStatus::from_code);
+                tracing::error!(
+                    system,
+                    vertex = v,
+                    degree = self.graph.degree(v as u32),
+                    handle = format_args!("{:#x}", words[v]),
+                    status = ?status,
+                    "list not freed cleanly"
+                );
+            }
+            bail!(
+                "{system}: {} of {} lists did not free cleanly",
+                failed.len(),
+                freed.len()
+            );
+        }
         rt.drain_caches()?;
         rt.check_invariants()
             .map_err(|e| anyhow::anyhow!("{system}: allocator invariants after freeing: {e}"))?;
@@ -325,8 +343,71 @@ impl<'a> Walker<'a> {
             }
             Ok((Some(ms(started)), None))
         })?;
+        if run.walks_agree == Some(false) {
+            self.diagnose_lists(system, &lists);
+        }
         self.free_lists(system, &handles)?;
         Ok(run)
+    }
+
+    /// After walks that differ: which lists do not hold their vertex's neighbours, and which
+    /// plain lists overlap another (logged, at most 8 of each).
+    fn diagnose_lists(&self, system: &str, lists: &[Handle]) {
+        let rt = self.rt;
+        let mut wrong = 0usize;
+        let mut spans = Vec::new();
+        for (v, &h) in lists.iter().enumerate() {
+            if h.is_null() {
+                continue;
+            }
+            let expected = self.graph.neighbors_of(v as u32);
+            let mut held = vec![0u32; expected.len()];
+            let read = rt.read(h, 0, bytemuck::cast_slice_mut(&mut held));
+            let capacity = rt.capacity(h).unwrap_or(0);
+            if h.kind() == translator::HandleKind::Plain {
+                spans.push((h.address(), capacity, v));
+            }
+            if read.is_err() || held != expected {
+                wrong += 1;
+                if wrong <= 8 {
+                    let first = held.iter().zip(expected).position(|(a, b)| a != b);
+                    tracing::error!(
+                        system,
+                        vertex = v,
+                        degree = expected.len(),
+                        handle = format_args!("{:#x}", h.0),
+                        capacity,
+                        first_wrong_index = ?first,
+                        read_error = ?read.err(),
+                        "list does not hold its neighbours"
+                    );
+                }
+            }
+        }
+        spans.sort_unstable();
+        let overlaps: Vec<_> = spans
+            .windows(2)
+            .filter(|w| w[0].0 + w[0].1 > w[1].0)
+            .collect();
+        for w in overlaps.iter().take(8) {
+            tracing::error!(
+                system,
+                first = w[0].2,
+                first_handle = format_args!("{:#x}", lists[w[0].2].0),
+                first_bytes = w[0].1,
+                second = w[1].2,
+                second_handle = format_args!("{:#x}", lists[w[1].2].0),
+                second_bytes = w[1].1,
+                "two lists overlap"
+            );
+        }
+        tracing::error!(
+            system,
+            wrong_lists = wrong,
+            overlapping_plain_lists = overlaps.len(),
+            caches = ?rt.cache_stats(),
+            "lists checked against the graph"
+        );
     }
 
     /// Lists from CUDA's in-kernel malloc, filled on the GPU; the pointers and the kernel's wall

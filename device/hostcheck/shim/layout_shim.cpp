@@ -121,7 +121,8 @@ am::u64 am_shim_code(unsigned which) {
 // Cache geometry (detail/cache_geometry.h): `what` 0 class of `x`, 1 slab blocks of class `x`,
 // 2 slab objects of class `x`, 3 generation of ring entry `x`, 4 hash home of block `x` in a
 // table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
-// ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation.
+// ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation, 11 the class word's
+// slab number shift.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -134,6 +135,7 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 8: return am::cache_entry_id(x);
     case 9: return am::cache_entry_base(x);
     case 10: return am::kCacheGenerationsStart;
+    case 11: return am::kSlabNumberShift;
     default: return am::kCacheClasses;
   }
 }

@@ -116,6 +116,10 @@ fn cache_geometry_matches() {
     assert_eq!(hostcheck::cache(5, 0, 0), BITMAP_WORDS as u64);
     assert_eq!(hostcheck::cache(6, 0, 0), CACHED_MAX_BYTES);
     assert_eq!(hostcheck::cache(7, 0, 0), CACHE_CLASSES as u64);
+    assert_eq!(
+        hostcheck::cache(11, 0, 0),
+        u64::from(orchestrator::caches::geometry::SLAB_NUMBER_SHIFT)
+    );
     let mut x = 0x1234_5678_9ABC_DEF1u64;
     for size in (0..=70_000).chain((0..100_000).map(|_| {
         x ^= x << 13;

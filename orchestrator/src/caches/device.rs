@@ -2,9 +2,10 @@
 //! channel, with "device memory" held here. The sim backend's warps allocate and free through it,
 //! so CI runs the protocol the GPU runs.
 //!
-//! Device memory, per class: the class word (slab number << 40 | cursor; slab number 0 = none
+//! Device memory, per class: the class word (slab number << 32 | cursor; slab number 0 = none
 //! yet), the class lock (held by the warp moving the class to its next slab) and the slab id of
-//! each slab number modulo `RING_LEN`. Per slab id: its base, class, live objects (all of them
+//! each slab number modulo `RING_LEN` (an entry may already hold a later slab's id when a
+//! delayed warp reads it: the id's own number tells, see [`CpuCaches::slab_of_number`]). Per slab id: its base, class, live objects (all of them
 //! when it becomes current, counted down by frees), slab number and generation (64..128, from
 //! the host's ring entry: it differs from the last slab on the same blocks; every handle of the
 //! slab carries it), its life (how many times the id became current) and its bitmap of freed
@@ -226,8 +227,11 @@ impl CpuCaches {
                 let cursor = word & CURSOR_MASK;
                 let objects = slab_objects(class);
                 if number > 0 && cursor < objects {
-                    let id = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
-                        .load(Ordering::Relaxed) as usize;
+                    let Some(id) = self.slab_of_number(class, number) else {
+                        tracing::error!(class, number, "no slab id holds the current slab");
+                        out.fallback |= pending;
+                        break;
+                    };
                     let base = self.slab_base[id].load(Ordering::Relaxed);
                     let generation = self.slab_generation[id].load(Ordering::Relaxed) as u8;
                     let log2 = class as u32 + MIN_OBJECT_LOG2;
@@ -252,6 +256,50 @@ impl CpuCaches {
             }
         }
         out
+    }
+
+    /// Whether slab id `id` is `class`'s slab number `number` now. The number is read first
+    /// (acquire; it is written last): if it is `number`, the class read after it is that
+    /// placement's.
+    fn is_slab(&self, id: usize, class: usize, number: u32) -> bool {
+        self.slab_number[id].load(Ordering::Acquire) == number
+            && self.slab_class[id].load(Ordering::Relaxed) == class as u32
+    }
+
+    /// The id of `class`'s slab number `number`, of which the caller holds objects not handed
+    /// out yet (so the slab cannot go back and its fields stay). The class's ring of ids has
+    /// `RING_LEN` entries: a warp held up between taking its objects and reading the ring can
+    /// find a later slab's id there (the class moved `RING_LEN` slabs on meanwhile, seen on the
+    /// H200 with millions of threads allocating one class), so the entry is checked and, when
+    /// it was overwritten, the slab is looked up among all ids. `None` only if no id holds it
+    /// (a bug).
+    pub fn slab_of_number(&self, class: usize, number: u32) -> Option<usize> {
+        let id = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
+            .load(Ordering::Acquire) as usize;
+        if self.is_slab(id, class, number) {
+            return Some(id);
+        }
+        (0..self.slab_number.len()).find(|&other| self.is_slab(other, class, number))
+    }
+
+    /// After a denial (class lock held): put a cursor that warps pushed past the end of slab
+    /// number `seen` back to the end, so warps that keep finding the class used up while the
+    /// host denies it slabs never carry the cursor into the slab number.
+    fn settle_cursor(&self, class: usize, seen: u32) {
+        let objects = slab_objects(class);
+        let settled = u64::from(seen) << SLAB_NUMBER_SHIFT | objects;
+        let mut current = self.class_words[class].load(Ordering::Relaxed);
+        while (current >> SLAB_NUMBER_SHIFT) as u32 == seen && current & CURSOR_MASK > objects {
+            match self.class_words[class].compare_exchange_weak(
+                current,
+                settled,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => current = now,
+            }
+        }
     }
 
     fn number(&self, class: usize) -> u32 {
@@ -301,6 +349,7 @@ impl CpuCaches {
                 *asks
             });
             if self.channel.denied(class) == ask {
+                self.settle_cursor(class, seen);
                 return Advance::Denied;
             }
             polls += 1;
@@ -319,8 +368,9 @@ impl CpuCaches {
         self.slab_base[slab].store(base, Ordering::Relaxed);
         self.slab_class[slab].store(class as u32, Ordering::Relaxed);
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
-        self.slab_number[slab].store(number, Ordering::Relaxed);
         self.slab_generation[slab].store(u32::from(generation), Ordering::Relaxed);
+        // The number last (release): a reader that sees it sees the class above (`is_slab`).
+        self.slab_number[slab].store(number, Ordering::Release);
         // The new life after the fields above (a free that reads it sees them), then its
         // bitmap: a late free of an earlier life finds the words of this one and is refused.
         let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
@@ -332,7 +382,7 @@ impl CpuCaches {
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, id + 1);
         }
-        self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Relaxed);
+        self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Release);
         self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
         self.channel.post_taken(class, number);
         Advance::Moved
@@ -520,8 +570,10 @@ impl CpuCaches {
             if number == 0 || cursor == objects {
                 continue;
             }
-            let slab = self.class_slab[class * RING_LEN + number as usize % RING_LEN]
-                .load(Ordering::Relaxed) as usize;
+            let Some(slab) = self.slab_of_number(class, number) else {
+                tracing::error!(class, number, "no slab id holds the current slab");
+                continue;
+            };
             self.class_words[class].store(
                 u64::from(number) << SLAB_NUMBER_SHIFT | objects,
                 Ordering::Release,
@@ -604,6 +656,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
+    use crate::caches::geometry::CACHED_MAX_BYTES;
     use crate::caches::{CacheKeeper, SlabSource};
     use ortree::VABLOCK_BYTES;
 
@@ -624,26 +677,31 @@ mod tests {
         }
     }
 
+    /// Caches of `ids` slab ids over an arena of `blocks` blocks, and their host holding at most
+    /// `bound` bytes from `source`.
+    fn caches_and_host<S: SlabSource>(
+        ids: usize,
+        blocks: u64,
+        bound: u64,
+        source: S,
+    ) -> (CpuCaches, Mutex<(CacheKeeper, S)>) {
+        let channel = Arc::new(CacheChannel::new(ids));
+        let caches = CpuCaches::new(channel.clone(), blocks);
+        (
+            caches,
+            Mutex::new((CacheKeeper::new(channel, bound), source)),
+        )
+    }
+
     /// `lanes` objects of 32 KiB, the host tending on another thread meanwhile.
     fn alloc_with_host(
         caches: &CpuCaches,
         host: &Mutex<(CacheKeeper, OneSlab)>,
         lanes: usize,
     ) -> CachedAlloc {
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                while !done.load(Ordering::Acquire) {
-                    let (keeper, source) = &mut *host.lock();
-                    keeper.tend(source);
-                }
-            });
-            let mut sizes = [0; WARP_LANES];
-            sizes[..lanes].fill(32 << 10);
-            let out = caches.alloc((1 << lanes) - 1, &sizes, &|| false);
-            done.store(true, Ordering::Release);
-            out
-        })
+        let mut sizes = [0; WARP_LANES];
+        sizes[..lanes].fill(32 << 10);
+        with_host(host, || caches.alloc((1 << lanes) - 1, &sizes, &|| false))
     }
 
     fn free(caches: &CpuCaches, handle: Handle) -> LaneStatus {
@@ -659,12 +717,7 @@ mod tests {
     /// the next life, so it is a double free and the object now at its address is untouched.
     #[test]
     fn a_second_free_judged_in_one_life_never_sets_a_bit_of_the_next() {
-        let channel = Arc::new(CacheChannel::new(1));
-        let caches = CpuCaches::new(channel.clone(), 64);
-        let host = Mutex::new((
-            CacheKeeper::new(channel, 16 * VABLOCK_BYTES),
-            OneSlab { held: false },
-        ));
+        let (caches, host) = caches_and_host(1, 64, 16 * VABLOCK_BYTES, OneSlab { held: false });
         let first = alloc_with_host(&caches, &host, 2);
         assert_eq!(first.served, 0b11);
         caches.drain();
@@ -696,5 +749,99 @@ mod tests {
         keeper.reclaim(source);
         assert_eq!(keeper.held_bytes(), 0);
         assert!(!source.held);
+    }
+
+    /// Slabs anywhere: each taken slab gets new blocks.
+    struct Bump {
+        next: u64,
+    }
+
+    impl SlabSource for Bump {
+        fn take_slab(&mut self, blocks: u64, _class: usize) -> Option<u64> {
+            let base = self.next;
+            self.next += blocks * VABLOCK_BYTES;
+            Some(base)
+        }
+        fn give_slab(&mut self, _base: u64) {}
+    }
+
+    const LARGEST: usize = CACHE_CLASSES - 1;
+
+    /// Run `work` with the host tending `keeper` on another thread meanwhile.
+    fn with_host<S: SlabSource + Send, T>(
+        keeper: &Mutex<(CacheKeeper, S)>,
+        work: impl FnOnce() -> T,
+    ) -> T {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    let (keeper, source) = &mut *keeper.lock();
+                    keeper.tend(source);
+                }
+            });
+            let out = work();
+            done.store(true, Ordering::Release);
+            out
+        })
+    }
+
+    /// One warp of 32 lanes asking objects of the largest class.
+    fn full_warp(caches: &CpuCaches) -> CachedAlloc {
+        caches.alloc(u32::MAX, &[CACHED_MAX_BYTES; WARP_LANES], &|| false)
+    }
+
+    /// A warp that took objects of slab number `n` and reads the class's ring only after the
+    /// class moved `RING_LEN` slabs on (a leader held up between its two steps, as on the GPU)
+    /// finds the entry overwritten by a later slab's id, and still gets slab `n`.
+    #[test]
+    fn a_warp_held_up_past_a_ring_lap_still_finds_its_slab() {
+        let (caches, host) = caches_and_host(64, 4096, 4096 * VABLOCK_BYTES, Bump { next: BASE });
+        with_host(&host, || assert_eq!(full_warp(&caches).served, u32::MAX));
+        // The held-up leader's step one: its objects of the current slab.
+        let word = caches.class_words[LARGEST].fetch_add(1, Ordering::AcqRel);
+        let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+        let id = caches
+            .slab_of_number(LARGEST, number)
+            .expect("current slab");
+        let base = caches.slab_base[id].load(Ordering::Relaxed);
+        // Other warps move the class RING_LEN slabs on.
+        let per_slab = slab_objects(LARGEST) / WARP_LANES as u64;
+        with_host(&host, || {
+            for _ in 0..per_slab * RING_LEN as u64 {
+                assert_eq!(full_warp(&caches).served, u32::MAX);
+            }
+        });
+        assert_eq!(caches.number(LARGEST), number + RING_LEN as u32);
+        let entry = caches.class_slab[LARGEST * RING_LEN + number as usize % RING_LEN]
+            .load(Ordering::Relaxed) as usize;
+        assert_ne!(entry, id, "the ring entry now names a later slab");
+        // Step two: the slab it took objects of.
+        let found = caches.slab_of_number(LARGEST, number).expect("still held");
+        assert_eq!(found, id);
+        assert_eq!(caches.slab_base[found].load(Ordering::Relaxed), base);
+    }
+
+    /// Warps that keep finding the class used up while the host denies it slabs leave the
+    /// cursor at the slab's end, not growing towards the slab number.
+    #[test]
+    fn denied_warps_leave_the_cursor_at_the_slabs_end() {
+        let one_slab = slab_blocks(LARGEST) * VABLOCK_BYTES;
+        let (caches, host) = caches_and_host(4, 256, one_slab, Bump { next: BASE });
+        let objects = slab_objects(LARGEST);
+        with_host(&host, || {
+            for _ in 0..objects / WARP_LANES as u64 {
+                assert_eq!(full_warp(&caches).served, u32::MAX);
+            }
+            for _ in 0..8 {
+                let out = full_warp(&caches);
+                assert_eq!((out.served, out.fallback), (0, u32::MAX), "denied");
+            }
+        });
+        let word = caches.class_words[LARGEST].load(Ordering::Relaxed);
+        assert_eq!(
+            (word >> SLAB_NUMBER_SHIFT, word & CURSOR_MASK),
+            (1, objects)
+        );
     }
 }

@@ -22,8 +22,11 @@ const SLAB_OBJECTS: u64 = 4096;
 const MAX_SLAB_BLOCKS: u64 = 16;
 /// `u32` words of one slab's bitmap (enough for the most objects any slab holds).
 pub const BITMAP_WORDS: usize = (VABLOCK_BYTES >> MIN_OBJECT_LOG2) as usize / 32;
-/// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below.
-pub const SLAB_NUMBER_SHIFT: u32 = 40;
+/// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below. Each warp
+/// that finds its slab used up adds at most 32 to the cursor before it waits for the next slab,
+/// and the lock holder puts an overshot cursor back when the host denies one, so 32 bits hold
+/// every cursor.
+pub const SLAB_NUMBER_SHIFT: u32 = 32;
 /// The cursor bits of the class word.
 pub const CURSOR_MASK: u64 = (1 << SLAB_NUMBER_SHIFT) - 1;
 

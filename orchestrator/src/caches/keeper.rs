@@ -155,6 +155,7 @@ impl CacheKeeper {
             match self.place(class, source) {
                 Some((base, id)) => {
                     let generation = self.stamp(base, slab_blocks(class));
+                    tracing::trace!(class, index, id, generation, "cache slab published");
                     self.channel
                         .publish(class, index, entry_word(base, id, generation));
                     self.filled[class] = index + 1;
@@ -242,6 +243,13 @@ impl CacheKeeper {
             for index in taken..self.filled[class] {
                 let (_, id, _) = self.channel.entry(class, index);
                 if let Some(slab) = self.slabs.get_mut(id as usize).and_then(Option::take) {
+                    tracing::trace!(
+                        class,
+                        index,
+                        id,
+                        base = format_args!("{:#x}", slab.base),
+                        "cache slab reclaimed"
+                    );
                     source.give_slab(slab.base);
                     self.held_blocks -= slab.blocks;
                     self.free_ids.push(id);
@@ -274,6 +282,11 @@ impl CacheKeeper {
             moved += 1;
             match self.slabs.get_mut(id as usize).and_then(Option::take) {
                 Some(slab) => {
+                    tracing::trace!(
+                        id,
+                        base = format_args!("{:#x}", slab.base),
+                        "cache slab returned"
+                    );
                     source.give_slab(slab.base);
                     self.held_blocks -= slab.blocks;
                     self.free_ids.push(id);

@@ -3,7 +3,7 @@
 // The CUDA twin of `orchestrator::caches::device` (the CPU warps' side, which CI runs); the
 // protocol is in `orchestrator/src/caches/mod.rs` and docs/caches.md. In short: per class, the
 // lanes asking it take their objects from the current slab with one fetch_add on the class word
-// (slab number << 40 | cursor), side by side in lane order. The warp that finds the slab used up
+// (slab number << 32 | cursor), side by side in lane order. The warp that finds the slab used up
 // takes the class lock and moves the class to the next slab the host published (it asks once
 // with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
 // through the mailbox instead. A free finds the slab of its address in the block table, sets the
@@ -85,6 +85,42 @@ __device__ inline int cache_slab_of_block(const DeviceCaches& c, u64 block) {
   return -1;
 }
 
+// Whether slab id `id` is class `cls`'s slab number `number` now. The number is read first
+// (acquire; it is written last): if it is `number`, the class read after it is that placement's.
+__device__ inline bool cache_is_slab(const DeviceCaches& c, u32 id, u32 cls, u32 number) {
+  return device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_acquire) == number &&
+         device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed) == cls;
+}
+
+// The id of class `cls`'s slab number `number`, of which the caller holds objects not handed
+// out yet (so the slab cannot go back and its fields stay). The class's ring of ids has
+// ring_len entries: a warp held up between taking its objects and reading the ring can find a
+// later slab's id there (the class moved ring_len slabs on meanwhile, seen on the H200 with
+// millions of threads allocating one class), so the entry is checked and, when it was
+// overwritten, the slab is looked up among all ids. -1 only if no id holds it (a bug).
+__device__ inline int cache_slab_of_number(const DeviceCaches& c, u32 cls, u32 number) {
+  const u32 id = device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
+                     .load(cuda::memory_order_acquire);
+  if (cache_is_slab(c, id, cls, number)) return (int)id;
+  for (u32 other = 0; other < c.max_slabs; ++other) {
+    if (cache_is_slab(c, other, cls, number)) return (int)other;
+  }
+  return -1;
+}
+
+// After a denial (class lock held): put a cursor that warps pushed past the end of slab number
+// `seen` back to the end, so warps that keep finding the class used up while the host denies it
+// slabs never carry the cursor into the slab number.
+__device__ inline void cache_settle_cursor(device_atomic<u64>& word, u32 seen, u64 objects) {
+  u64 current = word.load(cuda::memory_order_relaxed);
+  while ((u32)(current >> kSlabNumberShift) == seen && (current & kCursorMask) > objects) {
+    if (word.compare_exchange_weak(current, (u64)seen << kSlabNumberShift | objects,
+                                   cuda::memory_order_relaxed, cuda::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
 // The class lock's holder: move class `cls` past slab number `seen`; `*asks` numbers the asks
 // it posts. 1: moved (by this or another warp); 0: the host denied the next slab, or the service
 // stopped.
@@ -105,7 +141,10 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
       ask = *asks;
       system_atomic<u32>(c.demand[cls]).store(ask, cuda::memory_order_release);
     }
-    if (cache_peek(&c.denied[cls]) == ask) return 0;
+    if (cache_peek(&c.denied[cls]) == ask) {
+      cache_settle_cursor(word, seen, cache_slab_objects(cls));
+      return 0;
+    }
     if (polls % 1024u == 0 && system_atomic<u32>(*const_cast<u32*>(closed))
                                       .load(cuda::memory_order_acquire)) {
       return 0;
@@ -121,8 +160,9 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   device_atomic<u64>(c.slab_base[id]).store(base, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
-  device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_generation[id]).store(cache_entry_generation(entry), cuda::memory_order_relaxed);
+  // The number last (release): a reader that sees it sees the class above (cache_is_slab).
+  device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_release);
   // The new life after the fields above (a free that reads it sees them), then its bitmap: a
   // late free of an earlier life finds the words of this one and is refused.
   device_atomic<u32> life_word(c.slab_life[id]);
@@ -136,7 +176,7 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   const u64 blocks = cache_slab_blocks(cls);
   for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, id + 1);
   device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
-      .store(id, cuda::memory_order_relaxed);
+      .store(id, cuda::memory_order_release);
   word.exchange((u64)number << kSlabNumberShift, cuda::memory_order_release);
   system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
   return 1;
@@ -175,17 +215,22 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
   for (;;) {
     const u32 leader = __ffs(pending) - 1;
     u64 word = 0, base = 0, generation = 0;
+    u32 lost = 0;
     if (lane == leader) {
       word = device_atomic<u64>(c.class_words[cls])
                  .fetch_add((u64)__popc(pending), cuda::memory_order_acq_rel);
       const u32 number = (u32)(word >> kSlabNumberShift);
       if (number != 0 && (word & kCursorMask) < objects) {
-        const u32 id = device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
-                           .load(cuda::memory_order_relaxed);
-        base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
-        generation = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+        const int id = cache_slab_of_number(c, cls, number);
+        if (id >= 0) {
+          base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+          generation = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+        } else {
+          lost = 1;  // cannot happen (see cache_slab_of_number): the lanes ask the host
+        }
       }
     }
+    if (shfl64(pending, lost, leader) != 0) return false;
     word = shfl64(pending, word, leader);
     base = shfl64(pending, base, leader);
     generation = shfl64(pending, generation, leader);

@@ -17,7 +17,11 @@ constexpr u64 kCachedMaxBytes = 16ull << (kCacheClasses - 1);
 constexpr u64 kCacheSlabObjects = 4096;
 constexpr u64 kCacheMaxSlabBlocks = 16;
 constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) / 32);
-constexpr u32 kSlabNumberShift = 40;
+// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below. Each warp
+// that finds its slab used up adds at most 32 to the cursor before it waits for the next slab,
+// and the lock holder puts an overshot cursor back when the host denies one, so 32 bits hold
+// every cursor.
+constexpr u32 kSlabNumberShift = 32;
 constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
 // A ring entry: the slab's base (2 MiB aligned) | (generation - 64) << kEntryIdBits | slab id.
 constexpr u32 kEntryIdBits = 15;
