@@ -42,10 +42,10 @@ fn the_target_comes_from_what_nvrtc_supports() {
 #[test]
 fn every_kernel_compiles() {
     let Some(compiler) = compiler() else { return };
-    // The project's kernels and the one of the runtime's example.
+    // The project's kernels and the ones of the `alignmalloc` crate's example.
     let example = device::Source {
         path: "quickstart.cu",
-        text: include_str!("../examples/quickstart.cu"),
+        text: include_str!("../../alignmalloc/examples/quickstart.cu"),
     };
     for kernel in device::KERNELS.iter().chain([&example]) {
         let ptx = compiler

@@ -252,20 +252,6 @@ fn dropping_a_runtime_with_live_objects_does_not_hang() {
 }
 
 #[test]
-fn the_usage_guide_shows_the_example_that_is_compiled() {
-    let guide = include_str!("../../docs/usage.md");
-    for (name, text) in [
-        ("quickstart.rs", include_str!("../examples/quickstart.rs")),
-        ("quickstart.cu", include_str!("../examples/quickstart.cu")),
-    ] {
-        assert!(
-            guide.contains(text),
-            "docs/usage.md does not show examples/{name} as it is"
-        );
-    }
-}
-
-#[test]
 fn the_arena_grows_by_reservations_up_to_its_cap() {
     let rt = Runtime::builder()
         .backend(BackendChoice::Sim)

@@ -55,6 +55,11 @@ pub enum HandleKind {
 #[repr(transparent)]
 pub struct Handle(pub u64);
 
+// SAFETY: a `Handle` is `#[repr(transparent)]` over a `u64`, the layout of `am::u64` that kernels
+// take handles as, so its bytes are a valid kernel argument.
+#[cfg(feature = "cudarc")]
+unsafe impl cudarc::driver::DeviceRepr for Handle {}
+
 impl Handle {
     /// No allocation (what lanes that asked 0 bytes get).
     pub const NULL: Handle = Handle(0);
