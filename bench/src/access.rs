@@ -343,7 +343,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
 
 /// Every row in the simulator: both layouts, modelled.
 fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
-    let cost = crate::uvm::h200_constants()?;
+    let cost = uvmsim::profile::H200_COST;
     let mut rows = Vec::new();
     let bar = crate::progress::steps((configs(args).len() * PATTERNS.len()) as u64, "rows");
     for (test, threads, range) in configs(args) {

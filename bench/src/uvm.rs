@@ -30,15 +30,6 @@ use crate::progress::note;
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
 const LAYOUTS: [Layout; 2] = [Layout::Contiguous, Layout::Arranged];
 
-/// The cost model fitted on the H200 (`alignmalloc uvm-calibrate`, docs/uvmsim.md).
-const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-lanes.json");
-
-pub fn h200_constants() -> anyhow::Result<CostModel> {
-    let value: serde_json::Value = serde_json::from_str(FITTED)?;
-    serde_json::from_value(value["constants"].clone())
-        .context("the embedded calibration has no fitted constants")
-}
-
 /// Options of `uvm-calibrate`.
 #[derive(clap::Args)]
 pub struct CalibrateArgs {
@@ -795,11 +786,15 @@ pub fn oversub(args: &OversubArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// The calibration of the H200 profile, as `uvm-calibrate` wrote it.
+    const FITTED: &str = include_str!("../results/2026-11-22-h200/uvm-calibrate-lanes.json");
+
     #[test]
-    fn the_embedded_calibration_is_the_simulators_default_and_the_rules_choice() {
+    fn the_h200_profile_is_the_committed_calibration_and_the_rules_choice() {
         let report: Calibration = serde_json::from_str(FITTED).unwrap();
         assert_eq!(report.ready_entries, uvmsim::READY_ENTRIES);
-        assert_eq!(h200_constants().unwrap(), report.constants);
+        assert_eq!(uvmsim::profile::h200().ready_entries, report.ready_entries);
+        assert_eq!(uvmsim::profile::H200_COST, report.constants);
         let chosen = report
             .ready_entries_tried
             .iter()

@@ -8,10 +8,12 @@
 //!   counts and the execution model's assumptions.
 //! - [`cost`]: modelled time from the counts, and its fit to measured times.
 //! - [`mask`]: page sets of one VA block.
+//! - [`profile`]: named machines (the H200): driver settings and the cost model fitted there.
 
 pub mod cost;
 pub mod mask;
 pub mod prefetch;
+pub mod profile;
 pub mod sim;
 pub mod trace;
 

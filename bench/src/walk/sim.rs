@@ -383,9 +383,9 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
-    let cost = crate::uvm::h200_constants()?;
+    let cost = uvmsim::profile::H200_COST;
     note!(
-        "simulator: walks by CPU warps through the runtime, times modelled by uvmsim with the H200's constants; \
+        "simulator: walks by CPU warps through the runtime, times modelled by uvmsim's H200 profile; \
          lists filled by the host only (lists filled on the GPU migrate nothing, which the model does not price); \
          cuda-malloc, managed-csr-prefetch and the identity slot order need a GPU"
     );
