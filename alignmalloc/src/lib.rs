@@ -66,11 +66,13 @@ pub use runtime::cuda::DeviceInfo;
 #[cfg(feature = "cupti")]
 pub use runtime::faults::{FaultCounting, FaultCounts, FaultReport};
 pub use runtime::gpu::MailboxArg;
+/// Every setting, its builder call, `ALIGNMALLOC_*` variable and default (docs/settings.md).
+pub use runtime::settings;
 pub use runtime::sim::CpuWarp;
 pub use runtime::{
     ArrangedAlloc, BackendChoice, BackendKind, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
     DEFAULT_SIM_ARENA_BYTES, Error, Launch, Result, Runtime, RuntimeBuilder, SETTLE_TIMEOUT,
-    cudarc,
+    Settings, cudarc,
 };
 pub use translator::{Handle, HandleKind, SlotOrder};
 

@@ -24,7 +24,7 @@ use crate::regions::{ArenaRegions, Region};
 pub const PAGE_RECORDS: usize = 1024;
 
 const SMALL_UNIT: u64 = 256;
-const LEAF: u64 = 64 << 10;
+const LEAF: u64 = translator::LEAF_BYTES;
 
 /// Live chunks of one arena.
 #[derive(Clone, Debug)]

@@ -23,7 +23,7 @@ use crate::segment::{PLAIN_SMALL_MAX, Segment};
 /// chunks need room.
 const MAX_DEFAULT_SMALL_BLOCKS: usize = 512;
 
-/// Share of the arena's blocks past which it should grow ahead of need.
+/// Default share of the arena's blocks past which it should grow ahead of need.
 pub const GROWTH_MARK: f64 = 0.75;
 
 /// Called from the resolving thread when the arena should grow: an allocation found no room, or
@@ -54,6 +54,9 @@ pub struct ResolverConfig {
     /// the small space), which then skip the tree search; off: every run goes back to the tree
     /// and placement is strictly leftmost-first.
     pub recycle_small: bool,
+    /// The share of the arena's blocks past which it should grow ahead of need (default
+    /// [`GROWTH_MARK`]).
+    pub growth_mark: f64,
 }
 
 impl ResolverConfig {
@@ -70,6 +73,7 @@ impl ResolverConfig {
             quarantine_chunks: 1024,
             quarantine_bytes: (arena_blocks as u64 * VABLOCK_BYTES / 64).max(8 << 20),
             recycle_small: true,
+            growth_mark: GROWTH_MARK,
         }
     }
 }
@@ -226,10 +230,11 @@ impl Resolver {
         self.growth_signal = Some(signal);
     }
 
-    /// Whether more than [`GROWTH_MARK`] of the arena's blocks are taken.
+    /// Whether more than the growth mark ([`ResolverConfig::growth_mark`]) of the arena's
+    /// blocks are taken.
     pub fn over_growth_mark(&self) -> bool {
         let (used, total) = self.blocks_used();
-        used as f64 > GROWTH_MARK * total as f64
+        used as f64 > self.config.growth_mark * total as f64
     }
 
     /// Whether an allocation found no room since the last call; clears the flag.

@@ -23,7 +23,7 @@ use crate::resolver::Resolver;
 use crate::stats::ServiceStats;
 
 /// How the service thread polls.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceConfig {
     /// Most requests served in one batch.
     pub max_batch: usize,

@@ -25,10 +25,10 @@ use crate::summary::{SummaryBits, WORD_BITS};
 pub const LEAVES_PER_BLOCK: u32 = 32;
 /// The largest warptree has `2^MAX_WARPTREE_LOG2` leaves (half a VABlock).
 pub const MAX_WARPTREE_LOG2: u32 = 4;
-/// Bytes in one leaf.
-pub const LEAF_BYTES: u64 = 64 << 10;
+/// Bytes in one leaf: the driver's big page.
+pub const LEAF_BYTES: u64 = uvm_geometry::BIG_PAGE_BYTES;
 /// Bytes in one VABlock.
-pub const VABLOCK_BYTES: u64 = 2 << 20;
+pub const VABLOCK_BYTES: u64 = uvm_geometry::VABLOCK_BYTES;
 
 /// For a region of `2^k` leaves: the bits of the leaves where such a region may start.
 const ALIGNED_STARTS: [u32; 6] = [

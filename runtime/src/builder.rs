@@ -15,35 +15,20 @@ use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBacken
 use crate::error::{Error, Result};
 use crate::gpu::{PinnedCaches, PinnedMailbox};
 use crate::runtime::Runtime;
+use crate::settings::{DEFAULT_CACHE_SHARE, DEFAULT_SIM_ARENA_BYTES, Settings};
 
-/// Default share of free device memory the arena takes.
-pub const DEFAULT_ARENA_FRACTION: f64 = 0.25;
-/// Default arena of the sim backend (host memory, committed only where touched).
-pub const DEFAULT_SIM_ARENA_BYTES: u64 = 4 << 30;
-/// Default mailbox ports.
-pub const DEFAULT_PORTS: usize = 8192;
-/// The device caches hold at most this share (1/n) of the arena unless told otherwise.
-pub const DEFAULT_CACHE_SHARE: u64 = 8;
 /// Most slabs the caches can name (slab ids fit 15 bits of a ring entry): a bound of at most
 /// 64 GiB.
 const MAX_CACHE_SLABS: usize = (1 << orchestrator::caches::channel::ENTRY_ID_BITS) - 1;
-/// The environment variable that sets the device caches' bound in bytes (0: off).
-pub const CACHE_BYTES_VAR: &str = "ALIGNMALLOC_DEVICE_CACHE_BYTES";
 
 /// How to build a [`Runtime`]. `Runtime::builder().build()` picks the GPU when there is one.
 #[derive(Clone, Debug)]
 pub struct RuntimeBuilder {
     backend: BackendChoice,
     device: usize,
-    arena_bytes: Option<u64>,
-    max_arena_bytes: Option<u64>,
-    arena_fraction: f64,
-    allow_oversubscription: bool,
-    ports: usize,
     order: SlotOrder,
-    service: ServiceConfig,
     fault_counters: bool,
-    cache_bytes: Option<u64>,
+    settings: Settings,
 }
 
 impl Default for RuntimeBuilder {
@@ -51,15 +36,9 @@ impl Default for RuntimeBuilder {
         Self {
             backend: BackendChoice::Auto,
             device: 0,
-            arena_bytes: None,
-            max_arena_bytes: None,
-            arena_fraction: DEFAULT_ARENA_FRACTION,
-            allow_oversubscription: false,
-            ports: DEFAULT_PORTS,
             order: SlotOrder::Pattern,
-            service: ServiceConfig::default(),
             fault_counters: false,
-            cache_bytes: None,
+            settings: Settings::default(),
         }
     }
 }
@@ -80,7 +59,7 @@ impl RuntimeBuilder {
     /// The arena's size in bytes, rounded down to 2 MiB (default: a quarter of free device
     /// memory on the GPU, 4 GiB of lazily committed host memory in the simulation).
     pub fn arena_bytes(mut self, bytes: u64) -> Self {
-        self.arena_bytes = Some(bytes);
+        self.settings.arena_bytes = Some(bytes);
         self
     }
 
@@ -88,26 +67,26 @@ impl RuntimeBuilder {
     /// growth). It grows when an allocation finds no room or three quarters of it are taken;
     /// each reservation must fit in free device memory unless oversubscription is allowed.
     pub fn max_arena_bytes(mut self, bytes: u64) -> Self {
-        self.max_arena_bytes = Some(bytes);
+        self.settings.max_arena_bytes = Some(bytes);
         self
     }
 
     /// The share of free device memory the default arena takes (0 < fraction <= 1).
     pub fn arena_fraction(mut self, fraction: f64) -> Self {
-        self.arena_fraction = fraction;
+        self.settings.arena_fraction = fraction;
         self
     }
 
     /// Allow an arena larger than free device memory (a warning is logged). Off by default:
     /// managed memory past what the GPU holds is evicted and refetched on every pass.
     pub fn allow_oversubscription(mut self, allow: bool) -> Self {
-        self.allow_oversubscription = allow;
+        self.settings.allow_oversubscription = allow;
         self
     }
 
     /// Mailbox ports (default 8192): more ports, fewer warps probing for one.
     pub fn ports(mut self, ports: usize) -> Self {
-        self.ports = ports;
+        self.settings.ports = ports;
         self
     }
 
@@ -119,7 +98,7 @@ impl RuntimeBuilder {
 
     /// How the service thread polls and batches.
     pub fn service(mut self, config: ServiceConfig) -> Self {
-        self.service = config;
+        self.settings.service = config;
         self
     }
 
@@ -134,23 +113,42 @@ impl RuntimeBuilder {
     /// Most bytes the device caches may hold (whole 2 MiB blocks; 0 turns the caches off, and
     /// every allocation then asks the service thread). Default: an eighth of the arena.
     pub fn device_cache_bytes(mut self, bytes: u64) -> Self {
-        self.cache_bytes = Some(bytes);
+        self.settings.device_cache_bytes = Some(bytes);
         self
     }
 
-    /// The caches' bound for an arena of `arena_blocks` blocks: 0 = none. The environment
-    /// variable `ALIGNMALLOC_DEVICE_CACHE_BYTES` overrides the builder (0 turns them off).
-    fn cache_blocks(&self, arena_blocks: usize) -> Result<usize> {
-        let from_env = match std::env::var(CACHE_BYTES_VAR) {
-            Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| {
-                Error::Config(format!(
-                    "{CACHE_BYTES_VAR}={text:?} is not a byte count (0 turns the caches off)"
-                ))
-            })?),
-            Err(_) => None,
-        };
-        let bytes = from_env
-            .or(self.cache_bytes)
+    /// Most freed chunks the resolver holds back from reuse, so that a late second free of an
+    /// object is told apart from a free of the next object at its address (default 1 024; 0
+    /// reuses at once).
+    pub fn quarantine_chunks(mut self, chunks: usize) -> Self {
+        self.settings.quarantine_chunks = Some(chunks);
+        self
+    }
+
+    /// The share of the arena's blocks past which a growable arena grows ahead of need (default
+    /// 0.75; in (0, 1]).
+    pub fn growth_mark(mut self, share: f64) -> Self {
+        self.settings.growth_mark = share;
+        self
+    }
+
+    /// How long [`Runtime::settle`] waits for the service thread (default 10 s).
+    pub fn settle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.settings.settle_timeout = timeout;
+        self
+    }
+
+    /// Every setting at once ([`Settings`]; the other calls set one each).
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The caches' bound for an arena of `arena_blocks` blocks: 0 = none.
+    fn cache_blocks(&self, arena_blocks: usize) -> usize {
+        let bytes = self
+            .settings
+            .device_cache_bytes
             .unwrap_or(arena_blocks as u64 * VABLOCK_BYTES / DEFAULT_CACHE_SHARE);
         let blocks = (bytes / VABLOCK_BYTES) as usize;
         if blocks > MAX_CACHE_SLABS {
@@ -160,17 +158,14 @@ impl RuntimeBuilder {
                 "the device caches hold at most 64 GiB; bounded there"
             );
         }
-        Ok(blocks.min(MAX_CACHE_SLABS))
+        blocks.min(MAX_CACHE_SLABS)
     }
 
     /// Pick the backend, reserve the arena, register the mailbox and start the service thread.
-    pub fn build(self) -> Result<Runtime> {
-        if !(self.arena_fraction > 0.0 && self.arena_fraction <= 1.0) {
-            return Err(Error::Config(format!(
-                "arena fraction {} is not in (0, 1]",
-                self.arena_fraction
-            )));
-        }
+    /// The process's `ALIGNMALLOC_*` variables override what the builder set
+    /// ([`crate::settings`]).
+    pub fn build(mut self) -> Result<Runtime> {
+        self.settings = self.settings.with_environment()?;
         let (kind, reason, opened) = match self.backend {
             BackendChoice::Sim => (BackendKind::Sim, "asked for".to_string(), None),
             BackendChoice::Cuda => {
@@ -201,16 +196,16 @@ impl RuntimeBuilder {
                 ));
             }
         }
-        let mailbox = Arc::new(Mailbox::new(self.ports)?);
+        let mailbox = Arc::new(Mailbox::new(self.settings.ports)?);
         let (backend, memory, keeper) = match opened {
             Some((context, info)) => self.cuda(context, info, &mailbox)?,
             None => {
-                let bytes = self.arena_bytes.unwrap_or(DEFAULT_SIM_ARENA_BYTES);
+                let bytes = self.settings.arena_bytes.unwrap_or(DEFAULT_SIM_ARENA_BYTES);
                 let blocks = arena_blocks(bytes)?;
                 let cap = self.cap_blocks(blocks);
                 let memory = ArenaMemory::host(blocks, cap);
                 let mut device = CpuDevice::new(mailbox.clone());
-                let keeper = match self.cache_blocks(blocks)? {
+                let keeper = match self.cache_blocks(blocks) {
                     0 => None,
                     slabs => {
                         let channel = Arc::new(CacheChannel::new(slabs));
@@ -225,18 +220,22 @@ impl RuntimeBuilder {
         let (base, bytes) = memory.segments()[0];
         let mut config = ResolverConfig::new(base, (bytes / VABLOCK_BYTES) as usize);
         config.order = self.order;
+        if let Some(chunks) = self.settings.quarantine_chunks {
+            config.quarantine_chunks = chunks;
+        }
+        config.growth_mark = self.settings.growth_mark;
         let resolver = Arc::new(Mutex::new(Resolver::new(config)?));
         let service = Service::start_with_caches(
             mailbox.clone(),
             resolver.clone(),
-            self.service,
+            self.settings.service,
             keeper.clone(),
         )
         .map_err(|e| Error::Config(format!("the service thread did not start: {e}")))?;
         tracing::info!(
             arena_bytes = bytes,
             base = format_args!("{base:#x}"),
-            ports = self.ports,
+            ports = self.settings.ports,
             "runtime ready"
         );
         Ok(Runtime::new(
@@ -246,12 +245,14 @@ impl RuntimeBuilder {
             resolver,
             service,
             keeper,
+            self.settings.settle_timeout,
         ))
     }
 
     /// The growth cap in blocks, at least the first reservation.
     fn cap_blocks(&self, blocks: usize) -> usize {
-        self.max_arena_bytes
+        self.settings
+            .max_arena_bytes
             .map_or(blocks, |cap| (cap / VABLOCK_BYTES) as usize)
             .max(blocks)
     }
@@ -273,8 +274,9 @@ impl RuntimeBuilder {
             )));
         }
         let bytes = self
+            .settings
             .arena_bytes
-            .unwrap_or((info.free_bytes as f64 * self.arena_fraction) as u64);
+            .unwrap_or((info.free_bytes as f64 * self.settings.arena_fraction) as u64);
         // Counting starts once the context exists and before the arena is reserved, so CUPTI
         // sees the managed allocation being made.
         #[cfg(feature = "cupti")]
@@ -284,10 +286,10 @@ impl RuntimeBuilder {
             &context,
             blocks,
             self.cap_blocks(blocks),
-            self.allow_oversubscription,
+            self.settings.allow_oversubscription,
         )?;
         let mut pinned = PinnedMailbox::new(&context, mailbox.clone())?;
-        let (caches, keeper) = match self.cache_blocks(blocks)? {
+        let (caches, keeper) = match self.cache_blocks(blocks) {
             0 => (None, None),
             slabs => {
                 let channel = Arc::new(CacheChannel::new(slabs));

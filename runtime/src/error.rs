@@ -102,13 +102,13 @@ pub enum Error {
     },
     /// Requests posted to the mailbox stayed unanswered while the runtime waited for them.
     #[error(
-        "{pending} requests posted to the mailbox were still unanswered after {seconds} s: the service thread is stuck or stopped"
+        "{pending} requests posted to the mailbox were still unanswered after {seconds} s (ALIGNMALLOC_SETTLE_TIMEOUT_MS): the service thread is stuck or stopped"
     )]
     Unanswered {
         /// Requests still pending.
         pending: usize,
         /// How long the runtime waited.
-        seconds: u64,
+        seconds: f64,
     },
     /// The thread waiting for a launch ended before reporting (a bug).
     #[error("the completion of a launch was lost")]

@@ -30,14 +30,16 @@ pub mod gpu;
 mod launch;
 pub mod nvrtc;
 mod runtime;
+pub mod settings;
 pub mod sim;
 
 pub use backend::{BackendChoice, BackendKind};
-pub use builder::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, RuntimeBuilder};
+pub use builder::RuntimeBuilder;
 /// The CUDA driver bindings the launch API speaks (kernel arguments, launch configurations).
 pub use cudarc;
 pub use error::{Error, Result};
 pub use launch::Launch;
 pub use orchestrator::BadFree;
 pub use runtime::{ArrangedAlloc, Runtime, SETTLE_TIMEOUT};
+pub use settings::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, Settings};
 pub use translator::Handle;

@@ -47,6 +47,8 @@ pub struct Runtime {
     service: Option<Service>,
     mailbox_arg: Option<MailboxArg>,
     caches: Option<Arc<Mutex<CacheKeeper>>>,
+    /// How long [`Runtime::settle`] waits.
+    settle_timeout: std::time::Duration,
 }
 
 /// The thread that grows the arena ahead of need (the service thread never calls CUDA). It
@@ -159,7 +161,7 @@ fn pieces(
 }
 
 /// How long [`Runtime::settle`] waits for posted requests to be answered.
-pub const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const SETTLE_TIMEOUT: std::time::Duration = crate::settings::DEFAULT_SETTLE_TIMEOUT;
 
 impl Runtime {
     /// Start configuring a runtime.
@@ -174,6 +176,7 @@ impl Runtime {
         resolver: Arc<Mutex<Resolver>>,
         service: Service,
         caches: Option<Arc<Mutex<CacheKeeper>>>,
+        settle_timeout: std::time::Duration,
     ) -> Self {
         let mailbox_arg = match &backend {
             Backend::Cuda(c) => Some(c.pinned.kernel_arg()),
@@ -191,13 +194,14 @@ impl Runtime {
             service: Some(service),
             mailbox_arg,
             caches,
+            settle_timeout,
         }
     }
 
     /// Wait until the service thread has answered every request posted so far: after kernels
     /// that freed with `am::post_free` ended, their frees are done (and counted) once this
     /// returns. [`Runtime::drain_caches`] does it first. Fails with [`Error::Unanswered`] when
-    /// requests stay pending for [`SETTLE_TIMEOUT`] (a kernel still running and posting, or a
+    /// requests stay pending for the settle timeout (default [`SETTLE_TIMEOUT`]; a kernel still running and posting, or a
     /// stuck service thread).
     pub fn settle(&self) -> Result<()> {
         let service = self.service.as_ref().expect("the service runs until drop");
@@ -208,11 +212,11 @@ impl Runtime {
             if pending == 0 {
                 return Ok(());
             }
-            if started.elapsed() >= SETTLE_TIMEOUT {
+            if started.elapsed() >= self.settle_timeout {
                 tracing::error!(pending, "mailbox requests unanswered");
                 return Err(Error::Unanswered {
                     pending,
-                    seconds: SETTLE_TIMEOUT.as_secs(),
+                    seconds: self.settle_timeout.as_secs_f64(),
                 });
             }
             std::thread::sleep(pause);

@@ -514,3 +514,25 @@ fn second_frees_never_free_another_object_under_churn() {
     rt.check_invariants().unwrap();
     assert!(rt.is_empty(), "{:?}", rt.describe_live_chunks());
 }
+
+#[test]
+fn builder_settings_reach_the_resolver() {
+    let first_address_after_a_free = |quarantine: Option<usize>| {
+        let mut builder = Runtime::builder()
+            .backend(BackendChoice::Sim)
+            .arena_bytes(64 << 20);
+        if let Some(chunks) = quarantine {
+            builder = builder.quarantine_chunks(chunks);
+        }
+        let rt = builder.build().unwrap();
+        let a = rt.alloc(100 << 10).unwrap();
+        rt.free(a).unwrap();
+        let b = rt.alloc(100 << 10).unwrap();
+        rt.free(b).unwrap();
+        (a.address(), b.address())
+    };
+    let (a, b) = first_address_after_a_free(Some(0));
+    assert_eq!(a, b, "no quarantine: the freed place is reused at once");
+    let (a, b) = first_address_after_a_free(None);
+    assert_ne!(a, b, "the default quarantine holds the freed place back");
+}

@@ -29,9 +29,9 @@ pub const SMALL_ALIGN: u64 = 16;
 /// The small space hands out runs of units of this many bytes.
 pub const SMALL_UNIT_BYTES: u64 = 256;
 /// A leaf of a portion VABlock: the driver's 64 KiB big page.
-pub const LEAF_BYTES: u64 = 64 << 10;
+pub const LEAF_BYTES: u64 = uvm_geometry::BIG_PAGE_BYTES;
 /// The driver's VA block.
-pub const VABLOCK_BYTES: u64 = 2 << 20;
+pub const VABLOCK_BYTES: u64 = uvm_geometry::VABLOCK_BYTES;
 /// Smallest tile (4 KiB); handles store `tile_log2 - MIN_TILE_LOG2`.
 pub const MIN_TILE_LOG2: u32 = 12;
 /// Largest tile (64 KiB, the large class).

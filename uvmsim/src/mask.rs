@@ -1,9 +1,9 @@
 //! [`PageMask`]: one bit per 4 KiB page of a VA block (at most 512 pages).
 
 /// Pages in a full VA block.
-pub const PAGES_PER_BLOCK: usize = 512;
+pub const PAGES_PER_BLOCK: usize = uvm_geometry::PAGES_PER_VABLOCK;
 /// Bytes of a page.
-pub const PAGE_BYTES: u64 = 4096;
+pub const PAGE_BYTES: u64 = uvm_geometry::PAGE_BYTES;
 
 const WORDS: usize = PAGES_PER_BLOCK / 64;
 

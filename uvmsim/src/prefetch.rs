@@ -37,7 +37,7 @@ impl Default for PrefetchParams {
             enabled: true,
             threshold: 51,
             min_faults: 1,
-            big_page_pages: 16,
+            big_page_pages: (uvm_geometry::BIG_PAGE_BYTES / uvm_geometry::PAGE_BYTES) as usize,
         }
     }
 }

@@ -41,7 +41,7 @@ use crate::prefetch::{PrefetchParams, hint};
 use crate::trace::{Event, Kernel, Trace};
 
 /// Bytes of a VA block and of a root chunk.
-pub const BLOCK_BYTES: u64 = 2 << 20;
+pub const BLOCK_BYTES: u64 = uvm_geometry::VABLOCK_BYTES;
 
 /// Fault batches in a row without a completed instruction before the replay gives up.
 const MAX_IDLE_BATCHES: u64 = 100_000;

@@ -122,7 +122,7 @@ am::u64 am_shim_code(unsigned which) {
 // 2 slab objects of class `x`, 3 generation of ring entry `x`, 4 hash home of block `x` in a
 // table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
 // ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation, 11 the class word's
-// slab number shift.
+// slab number shift, 12 the VA block's bytes, 13 the big page's bytes.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -136,6 +136,8 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 9: return am::cache_entry_base(x);
     case 10: return am::kCacheGenerationsStart;
     case 11: return am::kSlabNumberShift;
+    case 12: return am::kVablockBytes;
+    case 13: return am::kLeafBytes;
     default: return am::kCacheClasses;
   }
 }

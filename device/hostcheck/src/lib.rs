@@ -221,7 +221,8 @@ pub fn codes() -> Vec<u64> {
 /// blocks of class `x`, 2 slab objects of class `x`, 3 generation of ring entry `x`, 4
 /// block-table home of block `x` in `y` entries, 5 bitmap words per slab, 6 largest cached size,
 /// 7 classes, 8 slab id of ring entry `x`, 9 base of ring entry `x`, 10 the first cache
-/// generation, 11 the class word's slab number shift.
+/// generation, 11 the class word's slab number shift, 12 the VA block's bytes, 13 the big page's
+/// bytes.
 pub fn cache(what: u32, x: u64, y: u64) -> u64 {
     am_shim_cache(what, x, y)
 }

@@ -120,6 +120,9 @@ fn cache_geometry_matches() {
         hostcheck::cache(11, 0, 0),
         u64::from(orchestrator::caches::geometry::SLAB_NUMBER_SHIFT)
     );
+    // The driver's sizes, defined once per language.
+    assert_eq!(hostcheck::cache(12, 0, 0), translator::VABLOCK_BYTES);
+    assert_eq!(hostcheck::cache(13, 0, 0), translator::LEAF_BYTES);
     let mut x = 0x1234_5678_9ABC_DEF1u64;
     for size in (0..=70_000).chain((0..100_000).map(|_| {
         x ^= x << 13;
