@@ -71,8 +71,8 @@ pub use runtime::settings;
 pub use runtime::sim::CpuWarp;
 pub use runtime::{
     ArrangedAlloc, BackendChoice, BackendKind, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
-    DEFAULT_SIM_ARENA_BYTES, Error, Launch, Result, Runtime, RuntimeBuilder, SETTLE_TIMEOUT,
-    Settings, cudarc,
+    DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Error, Launch, Result, Runtime, RuntimeBuilder,
+    SETTLE_TIMEOUT, Settings, cudarc,
 };
 pub use translator::{Handle, HandleKind, SlotOrder};
 

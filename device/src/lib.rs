@@ -48,6 +48,10 @@ pub const HEADERS: &[Source] = &[
         path: "alignmalloc/detail/cache_geometry.h",
         text: include_str!("../include/alignmalloc/detail/cache_geometry.h"),
     },
+    Source {
+        path: "alignmalloc/detail/settings.h",
+        text: include_str!("../include/alignmalloc/detail/settings.h"),
+    },
 ];
 
 /// The name of the default mailbox in a module NVRTC compiled from a source that includes

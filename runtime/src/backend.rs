@@ -63,6 +63,8 @@ pub(crate) struct CudaBackend {
     /// The device caches' memory (after `pinned`: dropped once kernels ended).
     pub caches: Option<crate::gpu::PinnedCaches>,
     pub compiler: OnceLock<Compiler>,
+    /// Compiled into every kernel the runtime compiles.
+    pub device_settings: crate::settings::DeviceSettings,
     #[cfg(feature = "cupti")]
     pub faults: crate::faults::Counting,
 }

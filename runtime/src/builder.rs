@@ -15,7 +15,7 @@ use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBacken
 use crate::error::{Error, Result};
 use crate::gpu::{PinnedCaches, PinnedMailbox};
 use crate::runtime::Runtime;
-use crate::settings::{DEFAULT_CACHE_SHARE, DEFAULT_SIM_ARENA_BYTES, Settings};
+use crate::settings::{DEFAULT_CACHE_SHARE, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Settings};
 
 /// Most slabs the caches can name (slab ids fit 15 bits of a ring entry): a bound of at most
 /// 64 GiB.
@@ -135,6 +135,13 @@ impl RuntimeBuilder {
     /// How long [`Runtime::settle`] waits for the service thread (default 10 s).
     pub fn settle_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.settings.settle_timeout = timeout;
+        self
+    }
+
+    /// How the kernels this runtime compiles back off while they wait (compiled in; see
+    /// [`crate::settings::DeviceSettings`]).
+    pub fn device_settings(mut self, device: DeviceSettings) -> Self {
+        self.settings.device = device;
         self
     }
 
@@ -307,6 +314,7 @@ impl RuntimeBuilder {
             pinned,
             caches,
             compiler: OnceLock::new(),
+            device_settings: self.settings.device,
             #[cfg(feature = "cupti")]
             faults,
         });

@@ -41,5 +41,7 @@ pub use error::{Error, Result};
 pub use launch::Launch;
 pub use orchestrator::BadFree;
 pub use runtime::{ArrangedAlloc, Runtime, SETTLE_TIMEOUT};
-pub use settings::{DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, Settings};
+pub use settings::{
+    DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Settings,
+};
 pub use translator::Handle;

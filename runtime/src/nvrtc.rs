@@ -148,6 +148,7 @@ pub fn supported_archs() -> Result<Vec<u32>, CompileError> {
 pub struct Compiler {
     include_dirs: Vec<PathBuf>,
     arch: u32,
+    defines: Vec<String>,
 }
 
 impl Compiler {
@@ -167,6 +168,7 @@ impl Compiler {
         Ok(Self {
             include_dirs,
             arch: 90,
+            defines: Vec::new(),
         })
     }
 
@@ -192,6 +194,13 @@ impl Compiler {
         self
     }
 
+    /// Add options of the form `-DNAME=VALUE` to every compilation (a runtime adds its
+    /// [`crate::settings::DeviceSettings::defines`]).
+    pub fn with_defines(mut self, defines: Vec<String>) -> Self {
+        self.defines.extend(defines);
+        self
+    }
+
     /// The virtual architecture compiled for (`compute_{arch}`).
     pub fn arch(&self) -> u32 {
         self.arch
@@ -204,6 +213,12 @@ impl Compiler {
 
     /// Compile one translation unit to PTX.
     pub fn compile(&self, name: &str, source: &str) -> Result<Ptx, CompileError> {
+        let mut flags = vec![
+            format!("--gpu-architecture=compute_{}", self.arch),
+            "--std=c++17".into(),
+            "--generate-line-info".into(),
+        ];
+        flags.extend(self.defines.iter().cloned());
         let options = CompileOptions {
             include_paths: self
                 .include_dirs
@@ -211,11 +226,7 @@ impl Compiler {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
             name: Some(name.to_string()),
-            options: vec![
-                format!("--gpu-architecture=compute_{}", self.arch),
-                "--std=c++17".into(),
-                "--generate-line-info".into(),
-            ],
+            options: flags,
             ..Default::default()
         };
         let started = std::time::Instant::now();

@@ -561,7 +561,9 @@ impl Runtime {
         if let Some(compiler) = c.compiler.get() {
             return Ok(compiler);
         }
-        let compiler = Compiler::for_device(c.info.compute_capability)?;
+        let compiler = Compiler::for_device(c.info.compute_capability)?
+            .with_defines(c.device_settings.defines());
+        tracing::info!(defines = ?c.device_settings.defines(), "device settings compiled in");
         Ok(c.compiler.get_or_init(|| compiler))
     }
 

@@ -2,6 +2,12 @@
 //! them, and each has an `ALIGNMALLOC_*` environment variable that overrides it ([`TABLE`], which
 //! is the table of docs/settings.md; a test holds the two equal).
 //!
+//! The device side's tunables ([`DeviceSettings`]: how waiting warps back off) are compiled into
+//! the kernels: `detail/settings.h` defines each as a macro named like its variable, with the
+//! defaults of [`DeviceSettings::default`] (`device/hostcheck` holds the two equal). The runtime
+//! passes its values to NVRTC as `-D` options when it compiles ([`DeviceSettings::defines`]);
+//! programs built with nvcc pass the same `-D` options themselves.
+//!
 //! Precedence: the environment, then the builder, then the default. The environment is read once,
 //! when a runtime is built; a value that does not parse, or is out of range, is an error that
 //! names the variable, and no runtime is built.
@@ -49,6 +55,136 @@ pub struct Settings {
     pub service: ServiceConfig,
     /// How long [`crate::Runtime::settle`] waits before it answers `Unanswered`.
     pub settle_timeout: Duration,
+    /// How the kernels this runtime compiles back off while they wait.
+    pub device: DeviceSettings,
+}
+
+/// How waiting warps back off: compiled into kernels (`detail/settings.h`). Pauses are in
+/// nanoseconds; each wait starts at its minimum pause and doubles it up to its maximum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSettings {
+    /// A warp waiting for the host's answer in the mailbox: first pause.
+    pub poll_pause_min_ns: u32,
+    /// ... and longest pause.
+    pub poll_pause_max_ns: u32,
+    /// Polls between two reads of the mailbox's closed flag.
+    pub polls_per_closed_check: u32,
+    /// A leader that found every port held, before it probes them again.
+    pub port_sweep_pause_ns: u32,
+    /// A lane waiting for a device-cache class's lock: first pause.
+    pub cache_lock_pause_min_ns: u32,
+    /// ... and longest pause.
+    pub cache_lock_pause_max_ns: u32,
+    /// The class lock's holder waiting for the host's next slab: first pause.
+    pub refill_pause_min_ns: u32,
+    /// ... and longest pause.
+    pub refill_pause_max_ns: u32,
+}
+
+/// The longest pause a device setting may ask for (about `__nanosleep`'s longest).
+pub const LONGEST_PAUSE_NS: u32 = 1_000_000;
+
+impl Default for DeviceSettings {
+    fn default() -> Self {
+        Self {
+            poll_pause_min_ns: 32,
+            poll_pause_max_ns: 4096,
+            polls_per_closed_check: 1024,
+            port_sweep_pause_ns: 256,
+            cache_lock_pause_min_ns: 32,
+            cache_lock_pause_max_ns: 1024,
+            refill_pause_min_ns: 64,
+            refill_pause_max_ns: 4096,
+        }
+    }
+}
+
+impl DeviceSettings {
+    /// Each setting with its variable's name (which is also its macro in `detail/settings.h`).
+    pub fn named(&self) -> [(&'static str, u32); 8] {
+        [
+            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", self.poll_pause_min_ns),
+            ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", self.poll_pause_max_ns),
+            (
+                "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK",
+                self.polls_per_closed_check,
+            ),
+            ("ALIGNMALLOC_PORT_SWEEP_PAUSE_NS", self.port_sweep_pause_ns),
+            (
+                "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS",
+                self.cache_lock_pause_min_ns,
+            ),
+            (
+                "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS",
+                self.cache_lock_pause_max_ns,
+            ),
+            ("ALIGNMALLOC_REFILL_PAUSE_MIN_NS", self.refill_pause_min_ns),
+            ("ALIGNMALLOC_REFILL_PAUSE_MAX_NS", self.refill_pause_max_ns),
+        ]
+    }
+
+    fn field(&mut self, var: &str) -> Option<&mut u32> {
+        Some(match var {
+            "ALIGNMALLOC_POLL_PAUSE_MIN_NS" => &mut self.poll_pause_min_ns,
+            "ALIGNMALLOC_POLL_PAUSE_MAX_NS" => &mut self.poll_pause_max_ns,
+            "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK" => &mut self.polls_per_closed_check,
+            "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS" => &mut self.port_sweep_pause_ns,
+            "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS" => &mut self.cache_lock_pause_min_ns,
+            "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS" => &mut self.cache_lock_pause_max_ns,
+            "ALIGNMALLOC_REFILL_PAUSE_MIN_NS" => &mut self.refill_pause_min_ns,
+            "ALIGNMALLOC_REFILL_PAUSE_MAX_NS" => &mut self.refill_pause_max_ns,
+            _ => return None,
+        })
+    }
+
+    /// The NVRTC (or nvcc) options that compile these settings into a kernel.
+    pub fn defines(&self) -> Vec<String> {
+        self.named()
+            .iter()
+            .map(|(name, value)| format!("-D{name}={value}"))
+            .collect()
+    }
+
+    /// The ranges `detail/settings.h` asserts: pauses in 1..=[`LONGEST_PAUSE_NS`], each minimum
+    /// no greater than its maximum, at least one poll between flag reads.
+    pub fn check(&self) -> Result<()> {
+        let pairs = [
+            (
+                "ALIGNMALLOC_POLL_PAUSE_MIN_NS and ALIGNMALLOC_POLL_PAUSE_MAX_NS",
+                self.poll_pause_min_ns,
+                self.poll_pause_max_ns,
+            ),
+            (
+                "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS and ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS",
+                self.cache_lock_pause_min_ns,
+                self.cache_lock_pause_max_ns,
+            ),
+            (
+                "ALIGNMALLOC_REFILL_PAUSE_MIN_NS and ALIGNMALLOC_REFILL_PAUSE_MAX_NS",
+                self.refill_pause_min_ns,
+                self.refill_pause_max_ns,
+            ),
+            (
+                "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS",
+                self.port_sweep_pause_ns,
+                self.port_sweep_pause_ns,
+            ),
+        ];
+        for (what, min, max) in pairs {
+            if min == 0 || min > max || max > LONGEST_PAUSE_NS {
+                return Err(Error::Config(format!(
+                    "{what}: {min}..{max} ns is not a range with 1 <= min <= max <= \
+                     {LONGEST_PAUSE_NS}"
+                )));
+            }
+        }
+        if self.polls_per_closed_check == 0 {
+            return Err(Error::Config(
+                "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK: 0 would never read the closed flag".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Settings {
@@ -64,6 +200,7 @@ impl Default for Settings {
             growth_mark: orchestrator::GROWTH_MARK,
             service: ServiceConfig::default(),
             settle_timeout: DEFAULT_SETTLE_TIMEOUT,
+            device: DeviceSettings::default(),
         }
     }
 }
@@ -82,7 +219,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order of docs/settings.md.
-pub const TABLE: [Setting; 11] = [
+pub const TABLE: [Setting; 19] = [
     Setting {
         var: "ALIGNMALLOC_ARENA_BYTES",
         builder: "arena_bytes",
@@ -149,6 +286,54 @@ pub const TABLE: [Setting; 11] = [
         default: "10000",
         meaning: "how long `settle` (and `drain_caches`) waits for the service thread before it answers `Unanswered`",
     },
+    Setting {
+        var: "ALIGNMALLOC_POLL_PAUSE_MIN_NS",
+        builder: "device_settings",
+        default: "32",
+        meaning: "device: a warp waiting for the host's answer first pauses this many ns, doubling",
+    },
+    Setting {
+        var: "ALIGNMALLOC_POLL_PAUSE_MAX_NS",
+        builder: "device_settings",
+        default: "4096",
+        meaning: "device: the longest of those pauses, in ns",
+    },
+    Setting {
+        var: "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK",
+        builder: "device_settings",
+        default: "1024",
+        meaning: "device: polls between two reads of the mailbox's closed flag (one word every waiting warp reads)",
+    },
+    Setting {
+        var: "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS",
+        builder: "device_settings",
+        default: "256",
+        meaning: "device: a warp that found every port held pauses this many ns before it probes them again",
+    },
+    Setting {
+        var: "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS",
+        builder: "device_settings",
+        default: "32",
+        meaning: "device: a lane waiting for a cache class's lock first pauses this many ns, doubling",
+    },
+    Setting {
+        var: "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS",
+        builder: "device_settings",
+        default: "1024",
+        meaning: "device: the longest of those pauses, in ns",
+    },
+    Setting {
+        var: "ALIGNMALLOC_REFILL_PAUSE_MIN_NS",
+        builder: "device_settings",
+        default: "64",
+        meaning: "device: the class lock's holder waiting for the host's next slab first pauses this many ns, doubling",
+    },
+    Setting {
+        var: "ALIGNMALLOC_REFILL_PAUSE_MAX_NS",
+        builder: "device_settings",
+        default: "4096",
+        meaning: "device: the longest of those pauses, in ns",
+    },
 ];
 
 /// The settings table as Markdown (docs/settings.md shows it).
@@ -207,6 +392,15 @@ impl Settings {
         if let Some((var, v)) = get("ALIGNMALLOC_SETTLE_TIMEOUT_MS") {
             self.settle_timeout = Duration::from_millis(number(&var, &v)?);
         }
+        for (name, _) in DeviceSettings::default().named() {
+            if let Some((var, v)) = get(name) {
+                let value = u32::try_from(number(&var, &v)?)
+                    .map_err(|_| Error::Config(format!("{var}={v:?} is past {}", u32::MAX)))?;
+                if let Some(field) = self.device.field(name) {
+                    *field = value;
+                }
+            }
+        }
         self.check()?;
         Ok(self)
     }
@@ -239,7 +433,7 @@ impl Settings {
         if self.service.max_batch == 0 {
             return bad("service batch", "0 would serve nothing".into());
         }
-        Ok(())
+        self.device.check()
     }
 }
 
@@ -295,6 +489,14 @@ mod tests {
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "256"),
             ("ALIGNMALLOC_SERVICE_MAX_SLEEP_US", "5"),
             ("ALIGNMALLOC_SETTLE_TIMEOUT_MS", "250"),
+            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", "8"),
+            ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", "512"),
+            ("ALIGNMALLOC_POLLS_PER_CLOSED_CHECK", "64"),
+            ("ALIGNMALLOC_PORT_SWEEP_PAUSE_NS", "100"),
+            ("ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS", "16"),
+            ("ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS", "16"),
+            ("ALIGNMALLOC_REFILL_PAUSE_MIN_NS", "1"),
+            ("ALIGNMALLOC_REFILL_PAUSE_MAX_NS", "1000000"),
         ])
         .unwrap();
         let default = Settings::default();
@@ -310,8 +512,21 @@ mod tests {
         assert_eq!(s.service.max_sleep, Duration::from_micros(5));
         assert_eq!(s.service.spin_sweeps, default.service.spin_sweeps);
         assert_eq!(s.settle_timeout, Duration::from_millis(250));
+        assert_eq!(
+            s.device,
+            DeviceSettings {
+                poll_pause_min_ns: 8,
+                poll_pause_max_ns: 512,
+                polls_per_closed_check: 64,
+                port_sweep_pause_ns: 100,
+                cache_lock_pause_min_ns: 16,
+                cache_lock_pause_max_ns: 16,
+                refill_pause_min_ns: 1,
+                refill_pause_max_ns: 1_000_000,
+            }
+        );
         // Every variable of the table was exercised above.
-        assert_eq!(TABLE.len(), 11);
+        assert_eq!(TABLE.len(), 19);
         assert_eq!(with(&[]).unwrap(), default);
     }
 
@@ -325,6 +540,13 @@ mod tests {
             ("ALIGNMALLOC_PORTS", "-1"),
             ("ALIGNMALLOC_GROWTH_MARK", "NaN"),
             ("ALIGNMALLOC_SETTLE_TIMEOUT_MS", "1e3"),
+            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", "0"),
+            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", "8192"),
+            ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", "2000000"),
+            ("ALIGNMALLOC_POLLS_PER_CLOSED_CHECK", "0"),
+            ("ALIGNMALLOC_PORT_SWEEP_PAUSE_NS", "4294967296"),
+            ("ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS", "16"),
+            ("ALIGNMALLOC_REFILL_PAUSE_MIN_NS", "-4"),
         ] {
             let err = with(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");
@@ -335,6 +557,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("batch"), "{err}");
+    }
+
+    #[test]
+    fn every_device_setting_is_in_the_table_and_becomes_a_define() {
+        let defaults = DeviceSettings::default();
+        let defines = defaults.defines();
+        for (name, value) in defaults.named() {
+            let row = TABLE.iter().find(|s| s.var == name).unwrap();
+            assert_eq!(row.default, value.to_string(), "{name}");
+            assert!(defines.contains(&format!("-D{name}={value}")), "{name}");
+        }
+        assert_eq!(defines.len(), 8);
     }
 
     #[test]

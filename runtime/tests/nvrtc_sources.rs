@@ -145,3 +145,40 @@ fn element_access_by_reference_is_refused_for_sizes_that_straddle_tiles() {
         other => panic!("expected a compile error, got {other:?}"),
     }
 }
+
+/// The runtime's device settings reach the kernels it compiles as `-D` options, and a value the
+/// header's range checks refuse stops the compilation with a message naming the macro.
+#[test]
+fn device_settings_are_compiled_in_and_checked() {
+    let Some(compiler) = compiler() else { return };
+    let unit = "#include <alignmalloc/alignmalloc.cuh>\n\
+                extern \"C\" __global__ void k(unsigned* out) { out[0] = am::kPollPauseMaxNs; \
+                out[1] = am::kPollsPerClosedCheck; }\n";
+    let settings = runtime::DeviceSettings {
+        poll_pause_max_ns: 777_777,
+        polls_per_closed_check: 654_321,
+        ..Default::default()
+    };
+    let ptx = compiler
+        .clone()
+        .with_defines(settings.defines())
+        .compile("settings.cu", unit)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_src();
+    assert!(ptx.contains("777777") && ptx.contains("654321"), "{ptx}");
+    let defaults = compiler.compile("settings.cu", unit).unwrap().to_src();
+    assert!(defaults.contains("4096") && !defaults.contains("777777"));
+    let inverted = vec![
+        "-DALIGNMALLOC_POLL_PAUSE_MIN_NS=5000".to_string(),
+        "-DALIGNMALLOC_POLL_PAUSE_MAX_NS=4000".to_string(),
+    ];
+    match compiler
+        .with_defines(inverted)
+        .compile("bad_settings.cu", unit)
+    {
+        Err(CompileError::Compile { log, .. }) => {
+            assert!(log.contains("ALIGNMALLOC_POLL_PAUSE_MIN_NS"), "log: {log}")
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}

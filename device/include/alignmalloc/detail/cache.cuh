@@ -21,6 +21,7 @@
 #include <alignmalloc/detail/cache_geometry.h>
 #include <alignmalloc/detail/layout.h>
 #include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/settings.h>
 #include <alignmalloc/detail/warp.cuh>
 
 namespace am {
@@ -130,7 +131,7 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
   const u32 index = seen;  // slab number seen + 1 is the host's entry `seen`
   u32 ask = 0;
-  u32 pause = 64;
+  u32 pause = kRefillPauseMinNs;
   for (u32 polls = 1;; ++polls) {
     if (cache_peek(&c.filled[cls]) > index) {
       cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
@@ -145,12 +146,12 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
       cache_settle_cursor(word, seen, cache_slab_objects(cls));
       return 0;
     }
-    if (polls % 1024u == 0 && system_atomic<u32>(*const_cast<u32*>(closed))
+    if (polls % kPollsPerClosedCheck == 0 && system_atomic<u32>(*const_cast<u32*>(closed))
                                       .load(cuda::memory_order_acquire)) {
       return 0;
     }
     __nanosleep(pause);
-    if (pause < 4096) pause *= 2;
+    pause = next_pause(pause, kRefillPauseMaxNs);
   }
   const u64 entry =
       *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
@@ -187,7 +188,7 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
 __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u32 cls, u32 seen) {
   device_atomic<u64> word(c.class_words[cls]);
   device_atomic<u32> lock(c.class_locks[cls]);
-  u32 pause = 32;
+  u32 pause = kCacheLockPauseMinNs;
   for (;;) {
     if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
     u32 current = lock.load(cuda::memory_order_relaxed);
@@ -200,7 +201,7 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
       return moved;
     }
     __nanosleep(pause);
-    if (pause < 1024) pause *= 2;
+    pause = next_pause(pause, kCacheLockPauseMaxNs);
   }
 }
 

@@ -9,7 +9,7 @@
 // (relaxed) loads and __nanosleep backoff; the poll that sees it is followed by a system-scope
 // acquire fence before the reply is read, then the reply is broadcast. Only the leader writes
 // the port, so its release covers everything the host will read. A closed mailbox (service
-// stopped) ends the wait with kStatusShutdown; the flag is read every 1024 polls, never before
+// stopped) ends the wait with kStatusShutdown; the flag is read every kPollsPerClosedCheck polls (detail/settings.h), never before
 // posting. An unbound mailbox (all zero) answers kStatusUnbound at once. Single-writer words
 // only: no atomic read-modify-write ever crosses PCIe. A request posted without waiting
 // (am::post_free) leaves the port marked owed in its lock word; the next holder waits for that
@@ -24,6 +24,7 @@
 #include <cuda/atomic>
 #include <alignmalloc/detail/layout.h>
 #include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/settings.h>
 #include <alignmalloc/detail/cache.cuh>
 #include <alignmalloc/detail/warp.cuh>
 
@@ -61,11 +62,6 @@ __device__ __forceinline__ u32 peek_host_word(const u32* word) {
   return *reinterpret_cast<const volatile u32*>(word);
 }
 
-// Polls of the acknowledgement between two reads of the closed flag: one word that every
-// waiting warp reads, which the GPU serves one read at a time, so it is read rarely (at the
-// longest backoff, about every 4 ms: how long a warp that posts after the close waits).
-constexpr u32 kPollsPerClosedCheck = 1024;
-
 // A port's lock word (device memory): bit 0 held; bit 1 set while the port's last request was
 // posted without waiting (am::post_free) and may still be unanswered, its sequence number's low
 // 30 bits above. The next holder waits for that answer before posting its own, so the request
@@ -89,14 +85,14 @@ __device__ inline u32 lock_port(const DeviceMailbox& mb, u32 warp, u32* was) {
       return port;
     }
     port = port + 1 == mb.ports ? 0 : port + 1;
-    if (tries % mb.ports == 0) __nanosleep(256);
+    if (tries % mb.ports == 0) __nanosleep(kPortSweepPauseNs);
   }
 }
 
 // Leader only: wait until the host acknowledged `seq` on `port` (then acquire what it wrote);
 // false when the mailbox closed first.
 __device__ inline bool wait_ack(const DeviceMailbox& mb, u32 port, u32 seq, u32 seq_mask) {
-  u32 pause = 32;
+  u32 pause = kPollPauseMinNs;
   for (u32 polls = 1;; ++polls) {
     if (((peek_host_word(&mb.ack_seq[port]) ^ seq) & seq_mask) == 0) {
       // With the relaxed read above, an acquire of the host's release of the acknowledgement.
@@ -107,7 +103,7 @@ __device__ inline bool wait_ack(const DeviceMailbox& mb, u32 port, u32 seq, u32 
       return ((load_host_word(&mb.ack_seq[port]) ^ seq) & seq_mask) == 0;  // answered just before closing
     }
     __nanosleep(pause);
-    if (pause < 4096) pause *= 2;
+    pause = next_pause(pause, kPollPauseMaxNs);
   }
 }
 

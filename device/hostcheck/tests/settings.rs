@@ -1,0 +1,41 @@
+//! `detail/settings.h` against `runtime::settings::DeviceSettings`: the header's defaults are the
+//! Rust defaults, and its backoff doubles up to the longest pause and never past it.
+
+use runtime::settings::{DeviceSettings, LONGEST_PAUSE_NS};
+
+#[test]
+fn the_headers_defaults_are_the_runtimes() {
+    let rust: Vec<u64> = DeviceSettings::default()
+        .named()
+        .iter()
+        .map(|&(_, v)| u64::from(v))
+        .collect();
+    assert_eq!(hostcheck::device_settings(), rust);
+}
+
+#[test]
+fn a_backoff_doubles_to_its_longest_pause_and_stays_there() {
+    for (first, longest) in [
+        (32, 4096),
+        (1, 1),
+        (1, 1000),
+        (3, 100),
+        (64, LONGEST_PAUSE_NS),
+    ] {
+        let mut pause = first;
+        let mut steps = 0;
+        while pause < longest {
+            let next = hostcheck::next_pause(pause, longest) as u32;
+            assert!(
+                next > pause && next <= longest,
+                "{pause} -> {next} (longest {longest})"
+            );
+            assert!(next == 2 * pause || next == longest, "{pause} -> {next}");
+            pause = next;
+            steps += 1;
+            assert!(steps <= 32);
+        }
+        assert_eq!(pause, longest);
+        assert_eq!(hostcheck::next_pause(longest, longest) as u32, longest);
+    }
+}
