@@ -10,6 +10,9 @@
 //! This crate is what Rust programs use: every type a program needs is here, so it never names
 //! the crates behind it.
 //!
+//! Several GPUs: [`Devices`] opens one runtime per device (its own arena, mailbox and service
+//! thread); a kernel allocates from the runtime of the GPU it runs on.
+//!
 //! ```no_run
 //! use alignmalloc::{Buffer, Runtime};
 //!
@@ -71,8 +74,8 @@ pub use runtime::settings;
 pub use runtime::sim::CpuWarp;
 pub use runtime::{
     ArrangedAlloc, BackendChoice, BackendKind, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
-    DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Error, Launch, Result, Runtime, RuntimeBuilder,
-    SETTLE_TIMEOUT, Settings, cudarc,
+    DEFAULT_SIM_ARENA_BYTES, DeviceList, DeviceSettings, Devices, Error, Launch, Result, Runtime,
+    RuntimeBuilder, SETTLE_TIMEOUT, Settings, cudarc,
 };
 pub use translator::{Handle, HandleKind, SlotOrder};
 

@@ -26,6 +26,7 @@
 //! how many. On the sim backend CPU warps run the same rounds through the mailbox: their times are
 //! the host's, not a GPU's, and the report says so.
 
+mod devices;
 mod gpu;
 mod sim;
 
@@ -109,11 +110,19 @@ pub struct Args {
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Instead of the tests: one runtime per device of this list (`all`, or ordinals like 0,1;
+    /// an ordinal twice runs two runtimes on one GPU), each device's allocation rate alone and
+    /// all devices' together, at 1 KiB (device caches) and 64 KiB (host), up to
+    /// --scaling-max-threads threads per device within --budget-gib shared by the devices.
+    #[arg(long, value_name = "LIST")]
+    devices: Option<runtime::DeviceList>,
 }
 
 /// One timed round.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Round {
+    /// When the allocation kernel was launched (or the CPU warps started).
+    pub alloc_started: Option<std::time::Instant>,
     /// The allocation kernel (or CPU warps), ms.
     pub alloc_ms: f64,
     /// The free kernel, ms.
@@ -459,6 +468,9 @@ fn print_table(rows: &[Row], times: &str) {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
+    if let Some(list) = &args.devices {
+        return devices::run(args, list);
+    }
     let gpu = cli::on_gpu(args.backend)?;
     let budget = if gpu {
         args.budget_gib << 30

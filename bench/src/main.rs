@@ -6,6 +6,7 @@ use tracing_subscriber::EnvFilter;
 
 mod access;
 mod alloc;
+mod at_once;
 mod cli;
 mod graph;
 mod launch;

@@ -11,3 +11,16 @@ pub fn median_present(xs: impl IntoIterator<Item = Option<f64>>) -> Option<f64> 
     let mut present: Vec<f64> = xs.into_iter().flatten().collect();
     (!present.is_empty()).then(|| median(&mut present))
 }
+
+/// From the first start to the last end of runs given as (start, ms): how long runs started
+/// together took as a whole, in ms. `None` for no runs.
+pub fn span_ms(runs: impl IntoIterator<Item = (std::time::Instant, f64)>) -> Option<f64> {
+    let mut first: Option<std::time::Instant> = None;
+    let mut last: Option<std::time::Instant> = None;
+    for (start, ms) in runs {
+        let end = start + std::time::Duration::from_secs_f64(ms / 1e3);
+        first = Some(first.map_or(start, |f| f.min(start)));
+        last = Some(last.map_or(end, |l| l.max(end)));
+    }
+    Some((last? - first?).as_secs_f64() * 1e3)
+}

@@ -27,6 +27,7 @@
 //! modelled, and the report says so.
 
 mod checked;
+mod devices;
 mod dynamic;
 mod gpu;
 mod sim;
@@ -109,6 +110,11 @@ pub struct Args {
     /// Walks after each batch with --batches (at most one per vertex times --walks-per-vertex).
     #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
     batch_walkers: u64,
+    /// Walk on several GPUs (`all`, or ordinals like 0,1; an ordinal twice runs two runtimes on
+    /// one GPU): each builds the whole graph's lists in its own arena, device 0 walks every
+    /// walker alone, then every device walks its share at once (alignmalloc only; GPU only).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["batches", "output"])]
+    devices: Option<runtime::DeviceList>,
 }
 
 /// Which vertex each allocating thread takes.
@@ -461,6 +467,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return dynamic::run(args, batches);
     }
     let gpu = args.check()?;
+    if args.devices.is_some() && !gpu {
+        bail!(
+            "walk --devices needs a GPU: the simulator models one device's page traffic \
+             (`alloc --devices` runs on the sim backend)"
+        );
+    }
     let (name, graph, notes, ids) = load_graph(args)?;
     let walkers = graph.vertices() as u64 * u64::from(args.walks_per_vertex);
     let keep_paths = args.verify || args.output.is_some();
@@ -474,6 +486,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
+    if let Some(list) = &args.devices {
+        let report = devices::run(&graph, args, &reference, list)?;
+        if let Some(path) = &args.json {
+            let json = serde_json::json!({
+                "graph": name,
+                "vertices": graph.vertices(),
+                "edges": graph.edges(),
+                "walkers": walkers,
+                "length": args.length,
+                "seed": args.seed,
+                "repeats": args.repeats,
+                "times": "GPU kernel wall time (together: first launch to last kernel's end)",
+                "devices": report,
+            });
+            std::fs::write(path, serde_json::to_string_pretty(&json)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
+    }
     let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
     if !gpu {
         // Host memory standing in for the GPU's (pages are committed as they are used); on the
@@ -906,6 +937,20 @@ mod tests {
         assert!(format!("{:#}", run(&late).unwrap_err()).contains("--json /nonexistent/w.json"));
         let walks: Args = parse(&["--rmat", "26", "--output", "/nonexistent/w.txt"]).unwrap();
         assert!(format!("{:#}", run(&walks).unwrap_err()).contains("--output"));
+        // Several devices: GPU only (refused before the graph is generated), a valid list, and
+        // not with a changing graph.
+        let sim_devices: Args =
+            parse(&["--rmat", "26", "--devices", "0,1", "--backend", "sim"]).unwrap();
+        assert!(format!("{:#}", run(&sim_devices).unwrap_err()).contains("needs a GPU"));
+        let err = parse::<Args>(&["--rmat", "9", "--devices", "0,x"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("--devices") && err.contains("ordinal"),
+            "{err}"
+        );
+        assert!(parse::<Args>(&["--rmat", "9", "--devices", "all", "--batches", "2"]).is_err());
         if runtime::cuda::open(0).is_err() {
             let cuda: Args = parse(&["--rmat", "26", "--backend", "cuda"]).unwrap();
             assert!(format!("{:#}", run(&cuda).unwrap_err()).contains("--backend cuda"));

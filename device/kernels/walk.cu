@@ -7,8 +7,9 @@
 //   am_walk_build_heap:   the same with CUDA's in-kernel malloc (device heap), always filled.
 //   (Lists, handles and statuses are indexed by vertex; `order` only says which thread, and so
 //   which warp, allocates and frees which list.)
-//   am_walk_lists:        one thread per walker, reading lists through handles (am::ptr) or raw
-//                         device-heap pointers.
+//   am_walk_lists:        one thread per walker of [first, end), reading lists through handles
+//                         (am::ptr) or raw device-heap pointers (several devices each walk a
+//                         range; digests and paths stay indexed by walker).
 //   am_walk_csr:          the same walks over one CSR (offsets + neighbours).
 //   am_walk_free, am_walk_free_heap: give the lists back.
 //   am_walk_insert:       one batch of edges of a graph that changes: thread t appends the new
@@ -114,11 +115,11 @@ extern "C" __global__ void am_walk_build_heap(const am::u64* offsets, const unsi
 }
 
 extern "C" __global__ void am_walk_lists(const am::u64* lists, const unsigned* degrees,
-                                         unsigned raw, unsigned vertices, am::u64 walkers,
-                                         unsigned length, am::u64 seed, unsigned* paths,
-                                         am::u64* digests) {
-  const am::u64 w = global_thread();
-  if (w >= walkers) return;
+                                         unsigned raw, unsigned vertices, am::u64 first,
+                                         am::u64 end, unsigned length, am::u64 seed,
+                                         unsigned* paths, am::u64* digests) {
+  const am::u64 w = first + global_thread();
+  if (w >= end) return;
   walk(
       w, vertices, length, seed, [&](unsigned v) { return (am::u64)degrees[v]; },
       [&](unsigned v, am::u64 i) {
@@ -130,10 +131,11 @@ extern "C" __global__ void am_walk_lists(const am::u64* lists, const unsigned* d
 }
 
 extern "C" __global__ void am_walk_csr(const am::u64* offsets, const unsigned* neighbors,
-                                       unsigned vertices, am::u64 walkers, unsigned length,
-                                       am::u64 seed, unsigned* paths, am::u64* digests) {
-  const am::u64 w = global_thread();
-  if (w >= walkers) return;
+                                       unsigned vertices, am::u64 first, am::u64 end,
+                                       unsigned length, am::u64 seed, unsigned* paths,
+                                       am::u64* digests) {
+  const am::u64 w = first + global_thread();
+  if (w >= end) return;
   walk(
       w, vertices, length, seed, [&](unsigned v) { return offsets[v + 1] - offsets[v]; },
       [&](unsigned v, am::u64 i) { return neighbors[offsets[v] + i]; }, paths, digests);

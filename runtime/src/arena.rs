@@ -27,6 +27,8 @@ pub(crate) enum Reservations {
     Managed {
         context: Arc<CudaContext>,
         allow_oversubscription: bool,
+        /// The device every segment is advised to live on and be accessed by, if any.
+        advise: Option<i32>,
         segments: RwLock<Vec<ManagedArena>>,
     },
     /// Host memory (sim backend).
@@ -51,12 +53,14 @@ impl ArenaMemory {
         blocks: usize,
         cap_blocks: usize,
         allow_oversubscription: bool,
+        advise: Option<i32>,
     ) -> Result<Self> {
-        let first = ManagedArena::new(context, blocks, allow_oversubscription)?;
+        let first = ManagedArena::advised(context, blocks, allow_oversubscription, advise)?;
         Ok(Self {
             reservations: Reservations::Managed {
                 context: context.clone(),
                 allow_oversubscription,
+                advise,
                 segments: RwLock::new(vec![first]),
             },
             step_blocks: blocks,
@@ -149,9 +153,11 @@ impl ArenaMemory {
             Reservations::Managed {
                 context,
                 allow_oversubscription,
+                advise,
                 segments,
             } => {
-                let arena = ManagedArena::new(context, blocks, *allow_oversubscription)?;
+                let arena =
+                    ManagedArena::advised(context, blocks, *allow_oversubscription, *advise)?;
                 let range = (arena.base(), arena.blocks() as u64 * VABLOCK_BYTES);
                 segments.write().push(arena);
                 range

@@ -28,6 +28,7 @@ pub struct RuntimeBuilder {
     device: usize,
     order: SlotOrder,
     fault_counters: bool,
+    device_advice: bool,
     settings: Settings,
 }
 
@@ -38,6 +39,7 @@ impl Default for RuntimeBuilder {
             device: 0,
             order: SlotOrder::Pattern,
             fault_counters: false,
+            device_advice: false,
             settings: Settings::default(),
         }
     }
@@ -53,6 +55,25 @@ impl RuntimeBuilder {
     /// The CUDA device ordinal (default 0).
     pub fn device(mut self, ordinal: usize) -> Self {
         self.device = ordinal;
+        self
+    }
+
+    /// Whether fault counters are asked for.
+    pub fn wants_fault_counters(&self) -> bool {
+        self.fault_counters
+    }
+
+    /// The backend asked for.
+    pub fn backend_choice(&self) -> BackendChoice {
+        self.backend
+    }
+
+    /// Advise the arena to live on this runtime's device and stay mapped for it (`cuMemAdvise`
+    /// preferred location and accessed by; cuda backend). Off by default, where pages go to
+    /// whichever processor touches them; [`crate::Devices`] turns it on, so one GPU's arena is
+    /// not pulled onto another.
+    pub fn device_advice(mut self, on: bool) -> Self {
+        self.device_advice = on;
         self
     }
 
@@ -294,6 +315,7 @@ impl RuntimeBuilder {
             blocks,
             self.cap_blocks(blocks),
             self.settings.allow_oversubscription,
+            self.device_advice.then_some(info.ordinal as i32),
         )?;
         let mut pinned = PinnedMailbox::new(&context, mailbox.clone())?;
         let (caches, keeper) = match self.cache_blocks(blocks) {

@@ -40,6 +40,30 @@ pub struct DeviceInfo {
     pub free_bytes: usize,
 }
 
+/// Run `f` with `context` current on this thread, then make current again whatever was
+/// (CUDA runtime API calls in `f`, such as `cudaMemcpyToSymbol`, act on `context`'s device; the
+/// caller's own current device is left as it was).
+pub fn with_current<T>(context: &CudaContext, f: impl FnOnce() -> T) -> Result<T, DriverError> {
+    let mut previous: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: an out-pointer to a local.
+    unsafe { cudarc::driver::sys::cuCtxGetCurrent(&mut previous) }.result()?;
+    context.bind_to_thread()?;
+    let out = f();
+    // SAFETY: `previous` is null or the context that was current on this thread just before;
+    // whoever made it current keeps it alive.
+    unsafe { cudarc::driver::sys::cuCtxSetCurrent(previous) }.result()?;
+    Ok(out)
+}
+
+/// How many devices the driver reports.
+pub fn device_count() -> Result<usize, ProbeError> {
+    // SAFETY: only tries to open the library through the loader; no symbol is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(ProbeError::NoDriver);
+    }
+    Ok(CudaContext::device_count()?.max(0) as usize)
+}
+
 /// Open device `ordinal`: its primary context and what it is.
 pub fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), ProbeError> {
     // SAFETY: only tries to open the library through the loader; no symbol is called.

@@ -110,6 +110,40 @@ pub enum Error {
         /// How long the runtime waited.
         seconds: f64,
     },
+    /// A free asked of one device for an object of another device's arena (nothing changed).
+    #[error(
+        "handle {handle:#x} belongs to device {owner}'s arena, not device {asked}'s: free it there (Devices::free finds the owner)"
+    )]
+    WrongDevice {
+        /// The handle.
+        handle: u64,
+        /// The device (index in the set) the free was asked of.
+        asked: usize,
+        /// The device whose arena holds the object.
+        owner: usize,
+    },
+    /// A handle whose address is in no open device's arena.
+    #[error("handle {handle:#x} is in no open device's arena")]
+    NotInAnyArena {
+        /// The handle.
+        handle: u64,
+    },
+    /// A device of a set that was closed.
+    #[error("device {index} of the set (ordinal {ordinal}) was closed")]
+    DeviceClosed {
+        /// Its index in the set.
+        index: usize,
+        /// Its CUDA ordinal.
+        ordinal: usize,
+    },
+    /// An index past the set's devices.
+    #[error("there is no device {index}: the set has {devices}")]
+    NoSuchDevice {
+        /// The index asked for.
+        index: usize,
+        /// Devices in the set.
+        devices: usize,
+    },
     /// The thread waiting for a launch ended before reporting (a bug).
     #[error("the completion of a launch was lost")]
     CompletionLost,

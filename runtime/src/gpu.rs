@@ -390,11 +390,24 @@ pub struct ManagedArena {
 
 impl ManagedArena {
     /// Reserve `blocks` VABlocks of managed memory. Refused when they would not fit in free device
-    /// memory, unless `allow_oversubscription` (then a warning is logged).
+    /// memory, unless `allow_oversubscription` (then a warning is logged). No advice: pages go
+    /// to whichever processor touches them.
     pub fn new(
         context: &Arc<CudaContext>,
         blocks: usize,
         allow_oversubscription: bool,
+    ) -> Result<Self, GpuError> {
+        Self::advised(context, blocks, allow_oversubscription, None)
+    }
+
+    /// [`ManagedArena::new`], and with `advise` the whole range is advised to prefer that
+    /// device's memory and to stay mapped for it (`cuMemAdvise`: preferred location, accessed
+    /// by), so another GPU's accesses do not move its pages away.
+    pub fn advised(
+        context: &Arc<CudaContext>,
+        blocks: usize,
+        allow_oversubscription: bool,
+        advise: Option<i32>,
     ) -> Result<Self, GpuError> {
         context.bind_to_thread().map_err(|error| GpuError::Driver {
             call: "cuCtxSetCurrent",
@@ -427,8 +440,35 @@ impl ManagedArena {
             )
         })?;
         let base = allocation.next_multiple_of(block);
+        if let Some(device) = advise {
+            let location = sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: device,
+            };
+            for (call, advice) in [
+                (
+                    "cuMemAdvise(SET_PREFERRED_LOCATION)",
+                    sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                ),
+                (
+                    "cuMemAdvise(SET_ACCESSED_BY)",
+                    sys::CUmem_advise::CU_MEM_ADVISE_SET_ACCESSED_BY,
+                ),
+            ] {
+                // SAFETY: the range is the allocation just made; advice changes no contents.
+                let advised = check(call, unsafe {
+                    sys::cuMemAdvise_v2(allocation, bytes, advice, location)
+                });
+                if let Err(e) = advised {
+                    // SAFETY: the allocation above, not yet handed out.
+                    unsafe { sys::cuMemFree_v2(allocation) };
+                    return Err(e);
+                }
+            }
+        }
         tracing::info!(
             blocks,
+            advised_for = ?advise,
             base = format_args!("{base:#x}"),
             "managed arena reserved"
         );

@@ -23,6 +23,7 @@ mod arena;
 mod backend;
 mod builder;
 pub mod cuda;
+mod devices;
 mod error;
 #[cfg(feature = "cupti")]
 pub mod faults;
@@ -37,6 +38,7 @@ pub use backend::{BackendChoice, BackendKind};
 pub use builder::RuntimeBuilder;
 /// The CUDA driver bindings the launch API speaks (kernel arguments, launch configurations).
 pub use cudarc;
+pub use devices::{DeviceList, Devices};
 pub use error::{Error, Result};
 pub use launch::Launch;
 pub use orchestrator::BadFree;

@@ -93,6 +93,7 @@ impl Rounds for GpuRounds<'_> {
 
         let before = rt.service_stats();
         let started = Instant::now();
+        let alloc_started = started;
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
         // handles, unsigned* statuses): `threads` of each, waited for below.
         let launch = unsafe {
@@ -166,6 +167,7 @@ impl Rounds for GpuRounds<'_> {
         };
         super::check_invariants(rt, system)?;
         Ok(Round {
+            alloc_started: Some(alloc_started),
             alloc_ms,
             free_ms,
             failures,

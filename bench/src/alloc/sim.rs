@@ -49,6 +49,7 @@ impl Rounds for SimRounds<'_> {
         let threads = sizes.len() as u32;
         let before = rt.service_stats();
         let started = Instant::now();
+        let alloc_started = started;
         warps(rt, sizes.len(), |warp, first, mask| {
             let n = mask.count_ones() as usize;
             let mut asked = [0u64; WARP_LANES];
@@ -115,6 +116,7 @@ impl Rounds for SimRounds<'_> {
         let unfreed = super::posted_frees_failed(rt, &counted, objects as u64)?;
         super::check_invariants(rt, system)?;
         Ok(Round {
+            alloc_started: Some(alloc_started),
             alloc_ms,
             free_ms,
             failures: failures.into_inner(),

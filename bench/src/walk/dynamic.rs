@@ -648,7 +648,9 @@ mod gpu {
             }
             _ => bail!("a walk needs lists or a CSR"),
         };
+        let first = 0u64;
         l.arg(&vertices)
+            .arg(&first)
             .arg(&walkers)
             .arg(&length)
             .arg(&seed)
@@ -656,9 +658,10 @@ mod gpu {
             .arg(&mut digests);
         // SAFETY: am_walk_lists(const u64* lists, const unsigned* degrees, unsigned raw, ...) and
         // am_walk_csr(const u64* offsets, const unsigned* neighbors, ...) both go on with
-        // (unsigned vertices, u64 walkers, unsigned length, u64 seed, unsigned* paths, u64*
-        // digests): one list and degree per vertex, or a CSR in a managed region that outlives
-        // the walk; no paths; one digest per walker; all live past the synchronise below.
+        // (unsigned vertices, u64 first, u64 end, unsigned length, u64 seed, unsigned* paths,
+        // u64* digests): every walker (0..walkers); one list and degree per vertex, or a CSR in a
+        // managed region that outlives the walk; no paths; one digest per walker; all live past
+        // the synchronise below.
         unsafe { l.launch(grid(walkers)) }?;
         stream.synchronize()?;
         let walk_ms = ms(started);

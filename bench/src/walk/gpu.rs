@@ -20,7 +20,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// What every system's walk shares: the graph on the device, the outputs, the kernels.
-struct Walker<'a> {
+pub(super) struct Walker<'a> {
     rt: &'a Runtime,
     graph: &'a Graph,
     args: &'a Args,
@@ -41,7 +41,7 @@ struct Walker<'a> {
 }
 
 /// How a walk reads the graph.
-enum Lists<'s> {
+pub(super) enum Lists<'s> {
     /// Handles (`am::ptr`) or raw device-heap pointers, one per vertex.
     PerVertex {
         lists: &'s CudaSlice<u64>,
@@ -54,7 +54,7 @@ enum Lists<'s> {
 impl<'a> Walker<'a> {
     /// The graph on the device and the kernels; CUDA's device heap sized when `size_heap` (only
     /// before any kernel that calls malloc has run in the process).
-    fn new(
+    pub(super) fn new(
         rt: &'a Runtime,
         graph: &'a Graph,
         args: &'a Args,
@@ -109,11 +109,24 @@ impl<'a> Walker<'a> {
         self.graph.vertices() as u32
     }
 
-    /// One walk; its wall time in ms.
+    /// One walk of every walker; its wall time in ms.
     fn walk(&mut self, lists: &Lists<'_>) -> anyhow::Result<f64> {
+        self.walk_range(lists, 0, self.reference.walkers)
+            .map(|(_, ms)| ms)
+    }
+
+    /// The walkers of `[first, end)`: when the kernel was launched and its wall time in ms.
+    pub(super) fn walk_range(
+        &mut self,
+        lists: &Lists<'_>,
+        first: u64,
+        end: u64,
+    ) -> anyhow::Result<(Instant, f64)> {
+        if first == end {
+            return Ok((Instant::now(), 0.0));
+        }
         let stream = self.rt.stream()?.clone();
         let vertices = self.vertices();
-        let walkers = self.reference.walkers;
         let (length, seed) = (self.args.length, self.args.seed);
         let null_paths: u64 = 0;
         let started = Instant::now();
@@ -130,21 +143,39 @@ impl<'a> Walker<'a> {
                 b
             }
         };
-        b.arg(&vertices).arg(&walkers).arg(&length).arg(&seed);
+        b.arg(&vertices)
+            .arg(&first)
+            .arg(&end)
+            .arg(&length)
+            .arg(&seed);
         match self.paths.as_mut() {
             Some(p) => b.arg(p),
             None => b.arg(&null_paths),
         };
         b.arg(&mut self.digests);
+        anyhow::ensure!(
+            first <= end && end <= self.reference.walkers,
+            "walkers {first}..{end} of {}",
+            self.reference.walkers
+        );
         // SAFETY: am_walk_lists(const u64* lists, const unsigned* degrees, unsigned raw, ...) and
         // am_walk_csr(const u64* offsets, const unsigned* neighbors, ...) both go on with
-        // (unsigned vertices, u64 walkers, unsigned length, u64 seed, unsigned* paths, u64*
-        // digests): one list and degree per vertex or a CSR in a managed region that outlives the
-        // walk, `walkers` digests, paths of `walkers x (length + 1)` or null; all live past the
-        // synchronise below.
-        unsafe { b.launch(grid(walkers)) }?;
+        // (unsigned vertices, u64 first, u64 end, unsigned length, u64 seed, unsigned* paths,
+        // u64* digests): one list and degree per vertex or a CSR in a managed region that
+        // outlives the walk, a digest per walker of the reference (end <= walkers), paths of
+        // `walkers x (length + 1)` or null; all live past the synchronise below.
+        unsafe { b.launch(grid(end - first)) }?;
         stream.synchronize()?;
-        Ok(ms(started))
+        Ok((started, ms(started)))
+    }
+
+    /// The walkers of `[first, end)` whose digest differs from the reference after the last
+    /// walk.
+    pub(super) fn digests_differing(&self, first: u64, end: u64) -> anyhow::Result<u64> {
+        let digests = self.rt.stream()?.clone_dtoh(&self.digests)?;
+        Ok((first..end)
+            .filter(|&w| digests[w as usize] != self.reference.digests[w as usize])
+            .count() as u64)
     }
 
     /// Whether the last walk matches the reference; logs the first difference.
@@ -203,7 +234,7 @@ impl<'a> Walker<'a> {
 
     /// Allocate every list from a kernel (filled there when `fill`); the handles and the
     /// kernel's wall time.
-    fn build_lists(
+    pub(super) fn build_lists(
         &self,
         system: &str,
         contiguous: bool,
@@ -246,7 +277,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Free every list from a kernel and check that the allocator is whole and empty.
-    fn free_lists(&self, system: &str, handles: &CudaSlice<u64>) -> anyhow::Result<()> {
+    pub(super) fn free_lists(&self, system: &str, handles: &CudaSlice<u64>) -> anyhow::Result<()> {
         let rt = self.rt;
         let vertices = self.vertices();
         let mut lane_statuses = rt.stream()?.alloc_zeros::<u32>(vertices as usize)?;

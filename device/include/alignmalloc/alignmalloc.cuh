@@ -14,7 +14,7 @@
 //   int main() {
 //     am_runtime* rt;
 //     am_runtime_create(nullptr, &rt);   // the C ABI of <alignmalloc.h>
-//     am::bind(rt);                      // once: every kernel of the program now allocates from rt
+//     am::bind(rt);                      // once: every kernel on rt's GPU now allocates from rt
 //     k<<<blocks, threads>>>(n);
 //     ...
 //     am_runtime_destroy(rt);
@@ -29,7 +29,8 @@
 // copy of the default mailbox in device memory (nvcc gives every .cu file its own device code),
 // and registers, before main, a function that writes it. am::bind asks the library to call all
 // of them, so one call binds every .cu file of the program; destroying the bound runtime unbinds
-// them. Under NVRTC (the Rust runtime's compile path) the default mailbox is the C symbol
+// them. The copy is per GPU too: am::bind writes the copies of the runtime's own device, so a
+// program with several GPUs binds one runtime per device (device/examples/several_devices.cu). Under NVRTC (the Rust runtime's compile path) the default mailbox is the C symbol
 // `alignmalloc_default_mailbox`, which the runtime writes when it loads the module.
 #ifndef ALIGNMALLOC_ALIGNMALLOC_CUH
 #define ALIGNMALLOC_ALIGNMALLOC_CUH

@@ -329,13 +329,18 @@ am_status am_runtime_backend_reason(const struct am_runtime *runtime,
 am_status am_runtime_device_mailbox(const struct am_runtime *runtime,
                                     struct am_device_mailbox *mailbox);
 
-// Make `runtime` the default mailbox of every kernel of the program: every translation unit
-// that includes `<alignmalloc/alignmalloc.cuh>` (compiled by nvcc) registered itself before
-// `main`, and each one's copy is written. CUDA backend only. Destroying the runtime unbinds it.
+// Make `runtime` the default mailbox of every kernel of the program on the runtime's device:
+// every translation unit that includes `<alignmalloc/alignmalloc.cuh>` (compiled by nvcc)
+// registered itself before `main`, and each one's copy on that device is written (whatever
+// device is current; the caller's current device is left as it was). With several GPUs, bind
+// one runtime per device: each device's kernels allocate from the runtime bound there. Binding
+// another runtime of the same device replaces it. CUDA backend only. Destroying the runtime
+// unbinds it.
 am_status am_bind(const struct am_runtime *runtime);
 
 // Register one translation unit's default-mailbox writer (called by `alignmalloc.cuh` before
-// `main`; programs do not call it). If a runtime is bound, the unit is written at once.
+// `main`; programs do not call it). The unit is written at once on every device that has a
+// bound runtime.
 am_status am_register_unit(am_unit_binder binder);
 
 // One object of `bytes` bytes in plain (thread-contiguous) memory; `*handle` is its handle, and

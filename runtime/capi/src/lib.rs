@@ -263,16 +263,21 @@ pub unsafe extern "C" fn am_runtime_device_mailbox(
     })
 }
 
-/// Make `runtime` the default mailbox of every kernel of the program: every translation unit
-/// that includes `<alignmalloc/alignmalloc.cuh>` (compiled by nvcc) registered itself before
-/// `main`, and each one's copy is written. CUDA backend only. Destroying the runtime unbinds it.
+/// Make `runtime` the default mailbox of every kernel of the program on the runtime's device:
+/// every translation unit that includes `<alignmalloc/alignmalloc.cuh>` (compiled by nvcc)
+/// registered itself before `main`, and each one's copy on that device is written (whatever
+/// device is current; the caller's current device is left as it was). With several GPUs, bind
+/// one runtime per device: each device's kernels allocate from the runtime bound there. Binding
+/// another runtime of the same device replaces it. CUDA backend only. Destroying the runtime
+/// unbinds it.
 #[unsafe(no_mangle)]
 pub extern "C" fn am_bind(runtime: *const am_runtime) -> am_status {
     guard("am_bind", || registry::bind(runtime))
 }
 
 /// Register one translation unit's default-mailbox writer (called by `alignmalloc.cuh` before
-/// `main`; programs do not call it). If a runtime is bound, the unit is written at once.
+/// `main`; programs do not call it). The unit is written at once on every device that has a
+/// bound runtime.
 #[unsafe(no_mangle)]
 pub extern "C" fn am_register_unit(binder: am_unit_binder) -> am_status {
     guard("am_register_unit", || registry::register_unit(binder))

@@ -5,15 +5,19 @@
 //! is never reused. Every call looks the token up, so a destroyed, forged or null runtime is
 //! [`AM_ERR_INVALID_RUNTIME`], never a dereference of freed memory.
 //!
-//! Invariants: a token maps to at most one runtime, and only while it is live; `bound` names a
-//! live runtime or none; every registered unit was last written the bound runtime's mailbox (or
-//! an unbound, all-zero one), as far as its binder reported success.
+//! Invariants: a token maps to at most one runtime, and only while it is live; `bound` holds at
+//! most one live runtime per device; on each device, every registered unit's copy was last
+//! written that device's bound runtime's mailbox (or an unbound, all-zero one), as far as its
+//! binder reported success. A unit has one copy of its default mailbox per device (a
+//! `__device__` variable), and its binder writes the copy of the device whose context is current,
+//! so every write runs with the bound runtime's context current.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use runtime::Runtime;
+use runtime::cudarc::driver::CudaContext;
 use runtime::faults::FaultReport;
 
 use crate::status::{
@@ -39,14 +43,22 @@ struct Registry {
     runtimes: BTreeMap<u64, Arc<Entry>>,
     /// Units registered by `alignmalloc.cuh`, in registration order.
     units: Vec<Binder>,
-    /// The bound runtime's id and mailbox.
-    bound: Option<(u64, am_device_mailbox)>,
+    /// Per device ordinal: the runtime bound there.
+    bound: BTreeMap<usize, Bound>,
+}
+
+/// A runtime bound as its device's default mailbox.
+struct Bound {
+    id: u64,
+    mailbox: am_device_mailbox,
+    /// Its context, to make current while writing the units (and to unbind after it is gone).
+    context: Arc<CudaContext>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     runtimes: BTreeMap::new(),
     units: Vec::new(),
-    bound: None,
+    bound: BTreeMap::new(),
 });
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -92,7 +104,7 @@ pub(crate) fn get(token: *const am_runtime) -> Result<Arc<Entry>, Failure> {
 }
 
 /// Unregister the runtime behind `token` and drop it (after calls in flight on other threads
-/// finish); unbind the units if it was the bound one.
+/// finish); unbind its device's units if it was bound there.
 pub(crate) fn remove(token: *const am_runtime) -> Result<(), Failure> {
     let id = id_of(token).ok_or_else(|| invalid(token))?;
     let entry = registry()
@@ -102,13 +114,30 @@ pub(crate) fn remove(token: *const am_runtime) -> Result<(), Failure> {
     // Dropping waits for the context's kernels and stops the service thread.
     drop(entry);
     let mut r = registry();
-    if r.bound.is_some_and(|(bound, _)| bound == id) {
-        r.bound = None;
+    let device = r
+        .bound
+        .iter()
+        .find_map(|(&device, b)| (b.id == id).then_some(device));
+    if let Some(bound) = device.and_then(|d| r.bound.remove(&d)) {
         let units = r.units.clone();
         drop(r);
-        write_units(&units, &am_device_mailbox::default())?;
+        write_units_on(&bound.context, &units, &am_device_mailbox::default())?;
     }
     Ok(())
+}
+
+/// [`write_units`] with `context` current (its device's copies).
+fn write_units_on(
+    context: &CudaContext,
+    units: &[Binder],
+    mailbox: &am_device_mailbox,
+) -> Result<(), Failure> {
+    runtime::cuda::with_current(context, || write_units(units, mailbox)).map_err(|e| {
+        Failure::new(
+            AM_ERR_CUDA,
+            format!("making the runtime's context current to bind: {e}"),
+        )
+    })?
 }
 
 /// Write `mailbox` into every unit; the first failure names the unit and its CUDA error.
@@ -132,22 +161,33 @@ fn write_units(units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Fail
     first_failure.map_or(Ok(()), Err)
 }
 
-/// Register a translation unit's binder; if a runtime is bound, write its mailbox at once.
+/// Register a translation unit's binder; write the mailbox of every device's bound runtime at
+/// once.
 pub(crate) fn register_unit(binder: am_unit_binder) -> Result<(), Failure> {
     let binder = binder.ok_or_else(|| Failure::null("binder"))?;
     let mut r = registry();
     if !r.units.contains(&binder) {
         r.units.push(binder);
     }
-    let bound = r.bound.map(|(_, mailbox)| mailbox);
+    let bound: Vec<(Arc<CudaContext>, am_device_mailbox)> = r
+        .bound
+        .values()
+        .map(|b| (b.context.clone(), b.mailbox))
+        .collect();
     drop(r);
-    bound.map_or(Ok(()), |mailbox| write_units(&[binder], &mailbox))
+    for (context, mailbox) in bound {
+        write_units_on(&context, &[binder], &mailbox)?;
+    }
+    Ok(())
 }
 
-/// Make `token`'s runtime the default mailbox of every registered unit.
+/// Make `token`'s runtime the default mailbox of every registered unit's kernels on its device
+/// (another runtime bound on that device is replaced; other devices keep theirs).
 pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
     let entry = get(token)?;
     let mailbox = am_device_mailbox::from(entry.runtime.mailbox_arg()?.0);
+    let context = entry.runtime.context()?.clone();
+    let device = entry.runtime.device_info().map_or(0, |d| d.ordinal);
     let units = registry().units.clone();
     if units.is_empty() {
         return Err(Failure::new(
@@ -157,7 +197,16 @@ pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
              am_runtime_device_mailbox to your kernels instead",
         ));
     }
-    write_units(&units, &mailbox)?;
-    registry().bound = id_of(token).map(|id| (id, mailbox));
+    write_units_on(&context, &units, &mailbox)?;
+    if let Some(id) = id_of(token) {
+        registry().bound.insert(
+            device,
+            Bound {
+                id,
+                mailbox,
+                context,
+            },
+        );
+    }
     Ok(())
 }

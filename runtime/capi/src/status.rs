@@ -139,6 +139,11 @@ impl From<runtime::Error> for Failure {
             E::OutOfBounds { .. } => AM_ERR_OUT_OF_BOUNDS,
             E::FaultCounters(_) => AM_ERR_FAULT_COUNTERS,
             E::FaultCountersOff | E::FaultCountersTaken { .. } => AM_ERR_FAULT_COUNTERS_OFF,
+            // A set of devices is a Rust type (C programs make a runtime per device); its
+            // errors map to the nearest codes.
+            E::WrongDevice { .. } | E::NotInAnyArena { .. } => AM_ERR_INVALID_HANDLE,
+            E::DeviceClosed { .. } => AM_ERR_INVALID_RUNTIME,
+            E::NoSuchDevice { .. } => AM_ERR_INVALID_ARGUMENT,
         };
         Self::new(status, e.to_string())
     }

@@ -1,0 +1,265 @@
+//! `alloc --devices LIST`: allocation rate per device alone and of all devices at once.
+//!
+//! One runtime per listed device ([`runtime::Devices`]). For two sizes, one per path (1 KiB: the
+//! device caches; 64 KiB: the host service), each device runs its rounds alone, then all devices
+//! run theirs together, started at one barrier. Alone, a device's rate is its threads over its
+//! allocation kernel's median time; together, the aggregate rate is every device's threads over
+//! the span from the first launch to the last kernel's end (median over rounds), compared with
+//! the sum of the alone rates (1.0: the devices do not slow each other). An ordinal listed twice
+//! runs two runtimes on one GPU: their own arenas, mailboxes and service threads, one GPU's SMs.
+
+use anyhow::{Context, bail};
+use runtime::{BackendKind, DeviceList, Devices, Runtime};
+use serde::Serialize;
+
+use super::{Args, Round, Rounds, System, check_empty, gpu, sim, threads_within};
+use crate::at_once::at_once;
+use crate::progress::note;
+use crate::stats::{median, span_ms};
+
+/// The object sizes measured: one served by the device caches, one by the host.
+const SIZES: [u64; 2] = [1 << 10, 64 << 10];
+
+/// One row: a device alone, or all together.
+#[derive(Clone, Debug, Serialize)]
+struct DeviceRow {
+    bytes: u64,
+    threads_per_device: u32,
+    /// "device N" (index in the list) or "together".
+    run: String,
+    /// Alone: the allocation kernel's median; together: the median span.
+    alloc_ms: f64,
+    alloc_ms_rounds: Vec<f64>,
+    objects_per_s: f64,
+    /// Together only: the aggregate rate over the sum of the alone rates.
+    ratio_to_sum_alone: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    backend: String,
+    /// (ordinal, name) of each runtime, in list order.
+    devices: Vec<(usize, String)>,
+    /// Whether an ordinal is listed more than once (runtimes sharing a GPU).
+    shared_gpu: bool,
+    times: &'static str,
+    repeats: u32,
+    rows: Vec<DeviceRow>,
+}
+
+pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
+    let gpu = crate::cli::on_gpu(args.backend)?;
+    let mut builder = Runtime::builder().backend(args.backend);
+    let devices = {
+        // The budget is shared by the devices' rounds; the sim backend holds it to 1 GiB.
+        let budget = if gpu { args.budget_gib << 30 } else { 1 << 30 };
+        if !gpu {
+            builder = builder.arena_bytes(budget * 2);
+        }
+        Devices::open(builder, list).context("opening the devices")?
+    };
+    let n = devices.len();
+    let budget = if gpu {
+        (args.budget_gib << 30) / n as u64
+    } else {
+        (1 << 30) / n as u64
+    };
+    let listed: Vec<(usize, String)> = (0..n)
+        .map(|i| {
+            let ordinal = devices.ordinal(i)?;
+            let name = devices
+                .get(i)?
+                .device_info()
+                .map_or_else(|| "CPU warps".to_string(), |d| d.name.clone());
+            anyhow::Ok((ordinal, name))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut ordinals: Vec<usize> = listed.iter().map(|d| d.0).collect();
+    ordinals.sort_unstable();
+    ordinals.dedup();
+    let shared_gpu = ordinals.len() < n;
+    let backend = devices.get(0)?.backend();
+    note!(
+        "devices: {}",
+        listed
+            .iter()
+            .enumerate()
+            .map(|(i, (o, name))| format!("{i}: ordinal {o} ({name})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if shared_gpu {
+        note!(
+            "an ordinal is listed twice: runtimes share one GPU (own arenas, mailboxes and service threads; one GPU's SMs and memory)"
+        );
+    }
+    let mut rounds: Vec<Box<dyn Rounds + Send + '_>> = Vec::with_capacity(n);
+    for (_, rt) in devices.iter() {
+        rounds.push(match rt.backend() {
+            BackendKind::Cuda => Box::new(gpu::GpuRounds::new(rt, budget)?),
+            BackendKind::Sim => Box::new(sim::SimRounds::new(rt)),
+        });
+    }
+    let mut rows = Vec::new();
+    for bytes in SIZES {
+        let threads = threads_within(args.scaling_max_threads, bytes, budget);
+        let sizes = vec![bytes; threads as usize];
+        let mut alone_rates = Vec::with_capacity(n);
+        for (i, r) in rounds.iter_mut().enumerate() {
+            let mut times = Vec::new();
+            for round in 0..=args.repeats {
+                let got = r.round(System::Alignmalloc, &sizes)?;
+                checked(&got, &format!("device {i}, {bytes} B"))?;
+                if round > 0 {
+                    times.push(got.alloc_ms);
+                }
+            }
+            check_empty(r.runtime(), System::Alignmalloc)?;
+            let alloc_ms = median(&mut times.clone());
+            let rate = f64::from(threads) / (alloc_ms / 1e3);
+            alone_rates.push(rate);
+            rows.push(DeviceRow {
+                bytes,
+                threads_per_device: threads,
+                run: format!("device {i}"),
+                alloc_ms,
+                alloc_ms_rounds: times,
+                objects_per_s: rate,
+                ratio_to_sum_alone: None,
+            });
+        }
+        let mut spans = Vec::new();
+        for round in 0..=args.repeats {
+            let got = together(&mut rounds, &sizes)?;
+            let mut runs = Vec::with_capacity(got.len());
+            for (i, g) in got.iter().enumerate() {
+                checked(g, &format!("device {i} (together), {bytes} B"))?;
+                runs.push((
+                    g.alloc_started.context("a round without its start")?,
+                    g.alloc_ms,
+                ));
+            }
+            if let (true, Some(span)) = (round > 0, span_ms(runs)) {
+                spans.push(span);
+            }
+        }
+        for r in &rounds {
+            check_empty(r.runtime(), System::Alignmalloc)?;
+        }
+        let span = median(&mut spans.clone());
+        let rate = f64::from(threads) * n as f64 / (span / 1e3);
+        let sum_alone: f64 = alone_rates.iter().sum();
+        rows.push(DeviceRow {
+            bytes,
+            threads_per_device: threads,
+            run: "together".into(),
+            alloc_ms: span,
+            alloc_ms_rounds: spans,
+            objects_per_s: rate,
+            ratio_to_sum_alone: Some(rate / sum_alone),
+        });
+    }
+    let times = match backend {
+        BackendKind::Cuda => "GPU kernel wall time (together: first launch to last kernel's end)",
+        BackendKind::Sim => {
+            "CPU warps on the sim backend: this host's time through the mailboxes, not a GPU's"
+        }
+    };
+    print_table(&rows, times);
+    if let Some(path) = &args.json {
+        let report = Report {
+            backend: format!("{backend:?}"),
+            devices: listed,
+            shared_gpu,
+            times,
+            repeats: args.repeats,
+            rows,
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One round on every device at once, started together.
+fn together(
+    rounds: &mut [Box<dyn Rounds + Send + '_>],
+    sizes: &[u64],
+) -> anyhow::Result<Vec<Round>> {
+    at_once(rounds.iter_mut().collect(), |r| {
+        r.round(System::Alignmalloc, sizes)
+    })
+}
+
+/// alignmalloc must allocate every object, keep every tag and free every object.
+fn checked(round: &Round, what: &str) -> anyhow::Result<()> {
+    if round.failures + round.bad + round.bad_frees != 0 {
+        bail!(
+            "{what}: {} failed allocations, {} damaged objects, {} failed frees",
+            round.failures,
+            round.bad,
+            round.bad_frees
+        );
+    }
+    Ok(())
+}
+
+fn print_table(rows: &[DeviceRow], times: &str) {
+    println!("times: {times}");
+    println!(
+        "{:>8} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "size", "threads", "run", "alloc ms", "objects/s", "x sum alone"
+    );
+    for r in rows {
+        println!(
+            "{:>8} {:>10} {:>10} {:>10.3} {:>12.4e} {:>12}",
+            format!("{} KiB", r.bytes >> 10),
+            r.threads_per_device,
+            r.run,
+            r.alloc_ms,
+            r.objects_per_s,
+            r.ratio_to_sum_alone
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}"))
+        );
+    }
+    println!(
+        "threads: per device; x sum alone: the devices' rate together over the sum of their rates alone (1.00: no device slowed another)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{parse, take_json, temp};
+
+    #[test]
+    fn two_simulated_devices_run_alone_and_together_without_a_wrong_object() {
+        let json = temp("alloc-devices.json");
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--devices",
+            "0,1",
+            "--repeats",
+            "1",
+            "--scaling-max-threads",
+            "512",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        let list = args.devices.clone().unwrap();
+        // Fails on any failed allocation, damaged object, failed free or unclean allocator.
+        run(&args, &list).unwrap();
+        let report = take_json(&json);
+        let rows = report["rows"].as_array().unwrap();
+        // Per size: device 0, device 1, together.
+        assert_eq!(rows.len(), 2 * 3);
+        assert_eq!(report["devices"].as_array().unwrap().len(), 2);
+        for r in rows {
+            assert_eq!(r["threads_per_device"], 512);
+            assert!(r["objects_per_s"].as_f64().unwrap() > 0.0);
+            assert_eq!(r["run"] == "together", r["ratio_to_sum_alone"].is_number());
+        }
+    }
+}
