@@ -64,6 +64,8 @@
 pub use orchestrator::caches::CacheStatsSnapshot;
 pub use orchestrator::stats::StatsSnapshot;
 pub use orchestrator::{BadFree, LaneStatus, ResolverCounters, ServiceConfig, Status};
+#[cfg(feature = "cupti")]
+pub use runtime::DeviceFaults;
 pub use runtime::cuda::DeviceInfo;
 /// Unified-memory fault counts from CUPTI (feature `cupti`).
 #[cfg(feature = "cupti")]

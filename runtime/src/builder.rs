@@ -28,6 +28,9 @@ pub struct RuntimeBuilder {
     device: usize,
     order: SlotOrder,
     fault_counters: bool,
+    /// The devices the fault counters count (empty: this runtime's own).
+    #[cfg_attr(not(feature = "cupti"), allow(dead_code))]
+    counted_devices: Vec<usize>,
     device_advice: bool,
     settings: Settings,
 }
@@ -39,6 +42,7 @@ impl Default for RuntimeBuilder {
             device: 0,
             order: SlotOrder::Pattern,
             fault_counters: false,
+            counted_devices: Vec::new(),
             device_advice: false,
             settings: Settings::default(),
         }
@@ -66,6 +70,13 @@ impl RuntimeBuilder {
     /// The backend asked for.
     pub fn backend_choice(&self) -> BackendChoice {
         self.backend
+    }
+
+    /// Count faults on these devices too (one CUPTI subscriber per process: the runtime of a
+    /// set that counts counts for every device of the set).
+    pub(crate) fn counted_devices(mut self, ordinals: Vec<usize>) -> Self {
+        self.counted_devices = ordinals;
+        self
     }
 
     /// Advise the arena to live on this runtime's device and stay mapped for it (`cuMemAdvise`
@@ -308,7 +319,11 @@ impl RuntimeBuilder {
         // Counting starts once the context exists and before the arena is reserved, so CUPTI
         // sees the managed allocation being made.
         #[cfg(feature = "cupti")]
-        let faults = crate::faults::Counting::start(self.fault_counters, self.device)?;
+        let faults = if self.counted_devices.is_empty() {
+            crate::faults::Counting::start(self.fault_counters, self.device)?
+        } else {
+            crate::faults::Counting::start_on(self.fault_counters, &self.counted_devices)?
+        };
         let blocks = arena_blocks(bytes)?;
         let memory = ArenaMemory::managed(
             &context,

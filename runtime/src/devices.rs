@@ -15,8 +15,9 @@
 //! - A device taken out of the set ([`Devices::close`]) stops only its own service thread; calls
 //!   naming it answer [`Error::DeviceClosed`], the others run on.
 //! - On the cuda backend every arena is advised to live on its device and stay mapped for it
-//!   ([`RuntimeBuilder::device_advice`]). Fault counters (CUPTI) count on the first device only:
-//!   CUPTI takes one subscriber per process.
+//!   ([`RuntimeBuilder::device_advice`]). Fault counters (CUPTI, one subscriber per process):
+//!   the first runtime counts every device of the set, and [`Devices::take_faults`] gives each
+//!   device the records whose address is in its arena.
 
 use std::str::FromStr;
 
@@ -81,11 +82,14 @@ impl Devices {
         let counters = builder.wants_fault_counters();
         let mut runtimes = Vec::with_capacity(ordinals.len());
         for (i, &ordinal) in ordinals.iter().enumerate() {
+            // One CUPTI subscriber per process: the first runtime counts every device.
+            let counted = if i == 0 { ordinals.clone() } else { Vec::new() };
             let rt = builder
                 .clone()
                 .device(ordinal)
                 .device_advice(true)
                 .fault_counters(counters && i == 0)
+                .counted_devices(counted)
                 .build()
                 .map_err(|e| Error::Config(format!("device {ordinal}: {e}")))?;
             tracing::info!(
@@ -188,6 +192,44 @@ impl Devices {
         rt.free(handle)
     }
 
+    /// The unified-memory counters of every device since the last call, each device's records
+    /// (those whose address is in its arena) added up in all and per live chunk; records of no
+    /// device's arena in `elsewhere`. Needs the builder's `fault_counters` (the first device's
+    /// runtime counts for the whole set; read the counters here, not through one runtime).
+    #[cfg(feature = "cupti")]
+    pub fn take_faults(&self) -> Result<DeviceFaults> {
+        let (records, dropped) = self.get(0)?.take_fault_records()?;
+        let ranges: Vec<(usize, Vec<(u64, u64)>)> = self
+            .iter()
+            .map(|(i, rt)| (i, rt.arena_segments()))
+            .collect();
+        let mut mine: Vec<Vec<&crate::faults::Record>> = vec![Vec::new(); self.len()];
+        let mut elsewhere = crate::faults::FaultCounts::default();
+        for record in &records {
+            let owner = ranges.iter().find_map(|(i, segments)| {
+                segments
+                    .iter()
+                    .any(|&(base, bytes)| record.address >= base && record.address - base < bytes)
+                    .then_some(*i)
+            });
+            match owner {
+                Some(i) => mine[i].push(record),
+                None => elsewhere.add(record.kind, record.value),
+            }
+        }
+        let per_device = self
+            .runtimes
+            .iter()
+            .zip(mine)
+            .map(|((_, rt), records)| rt.as_ref().map(|rt| rt.fault_report(records, 0)))
+            .collect();
+        Ok(DeviceFaults {
+            per_device,
+            elsewhere,
+            dropped_records: dropped,
+        })
+    }
+
     /// Stop device `index`'s runtime (its service thread and arena; its kernels must have
     /// ended). The other devices run on; calls naming this one answer [`Error::DeviceClosed`].
     pub fn close(&mut self, index: usize) -> Result<()> {
@@ -208,6 +250,18 @@ impl Devices {
             }),
         }
     }
+}
+
+/// The fault counters of a set of devices ([`Devices::take_faults`]).
+#[cfg(feature = "cupti")]
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DeviceFaults {
+    /// Per device of the set (`None`: closed), the records of its arena.
+    pub per_device: Vec<Option<crate::faults::FaultReport>>,
+    /// Records whose address is in no device's arena.
+    pub elsewhere: crate::faults::FaultCounts,
+    /// Records CUPTI dropped for lack of buffer space.
+    pub dropped_records: u64,
 }
 
 /// How many devices `all` means for this backend choice.

@@ -111,7 +111,7 @@ pub struct FaultCounts {
 }
 
 impl FaultCounts {
-    fn add(&mut self, kind: CUpti_ActivityUnifiedMemoryCounterKind, value: u64) {
+    pub(crate) fn add(&mut self, kind: CUpti_ActivityUnifiedMemoryCounterKind, value: u64) {
         // Transfers carry their bytes, GPU fault records their fault groups.
         use CUpti_ActivityUnifiedMemoryCounterKind as K;
         match kind {
@@ -277,10 +277,16 @@ impl Counting {
     /// Start counting on device `ordinal` if `wanted`; a CUPTI held by another tool turns the
     /// counters off (warned once) instead of failing the runtime.
     pub fn start(wanted: bool, ordinal: usize) -> Result<Self, FaultCounterError> {
+        Self::start_on(wanted, &[ordinal])
+    }
+
+    /// [`Counting::start`] on every device of `ordinals` at once (one CUPTI subscriber counts
+    /// them all; a set of devices reads them with `Devices::take_faults`).
+    pub fn start_on(wanted: bool, ordinals: &[usize]) -> Result<Self, FaultCounterError> {
         if !wanted {
             return Ok(Self::Off);
         }
-        match FaultCounter::start(ordinal) {
+        match FaultCounter::start_on(ordinals) {
             Ok(counter) => Ok(Self::On(counter)),
             Err(e @ FaultCounterError::Taken { .. }) => {
                 let reason = e.to_string();
@@ -311,6 +317,11 @@ pub struct FaultCounter {
 impl FaultCounter {
     /// Start counting on device `ordinal` (its context must exist).
     pub fn start(ordinal: usize) -> Result<Self, FaultCounterError> {
+        Self::start_on(&[ordinal])
+    }
+
+    /// Start counting on every device of `ordinals` (their contexts must exist).
+    pub fn start_on(ordinals: &[usize]) -> Result<Self, FaultCounterError> {
         // SAFETY: only tries to open the library.
         if !unsafe { cudarc::cupti::sys::is_culib_present() } {
             return Err(FaultCounterError::NoLibrary);
@@ -320,18 +331,26 @@ impl FaultCounter {
         }
         let started = Self { _private: () };
         use CUpti_ActivityUnifiedMemoryCounterKind as K;
-        let mut configs = [
-            K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
-            K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
-            K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
-            K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT,
-        ]
-        .map(|kind| CUpti_ActivityUnifiedMemoryCounterConfig {
-            scope: CUpti_ActivityUnifiedMemoryCounterScope::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
-            kind,
-            deviceId: ordinal as u32,
-            enable: 1,
-        });
+        let mut devices = ordinals.to_vec();
+        devices.sort_unstable();
+        devices.dedup();
+        let mut configs: Vec<CUpti_ActivityUnifiedMemoryCounterConfig> = devices
+            .iter()
+            .flat_map(|&ordinal| {
+                [
+                    K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+                    K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+                    K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+                    K::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT,
+                ]
+                .map(|kind| CUpti_ActivityUnifiedMemoryCounterConfig {
+                    scope: CUpti_ActivityUnifiedMemoryCounterScope::CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                    kind,
+                    deviceId: ordinal as u32,
+                    enable: 1,
+                })
+            })
+            .collect();
         // SAFETY: `configs` is a live array of `configs.len()` configurations.
         cupti("cuptiActivityConfigureUnifiedMemoryCounter", unsafe {
             activity::configure_unified_memory_counter(configs.as_mut_ptr(), configs.len() as u32)
@@ -345,10 +364,7 @@ impl FaultCounter {
             activity::enable(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER),
         )?;
         RECORDS.lock().clear();
-        tracing::info!(
-            device = ordinal,
-            "counting unified-memory faults with CUPTI"
-        );
+        tracing::info!(?devices, "counting unified-memory faults with CUPTI");
         Ok(started)
     }
 

@@ -38,6 +38,8 @@ pub use backend::{BackendChoice, BackendKind};
 pub use builder::RuntimeBuilder;
 /// The CUDA driver bindings the launch API speaks (kernel arguments, launch configurations).
 pub use cudarc;
+#[cfg(feature = "cupti")]
+pub use devices::DeviceFaults;
 pub use devices::{DeviceList, Devices};
 pub use error::{Error, Result};
 pub use launch::Launch;

@@ -646,15 +646,38 @@ impl Runtime {
             }
         };
         let (records, dropped) = counter.take()?;
+        Ok(self.fault_report(&records, dropped))
+    }
+
+    /// `records` added up in all and per live chunk of this runtime.
+    #[cfg(feature = "cupti")]
+    pub(crate) fn fault_report<'r>(
+        &self,
+        records: impl IntoIterator<Item = &'r crate::faults::Record>,
+        dropped: u64,
+    ) -> crate::faults::FaultReport {
         let r = self.resolver.lock();
         let mut report = crate::faults::FaultReport {
             dropped_records: dropped,
             ..Default::default()
         };
-        for record in &records {
+        for record in records {
             report.add(record, r.chunk_containing(record.address));
         }
-        Ok(report)
+        report
+    }
+
+    /// Every record the counters delivered since the last take, and how many CUPTI dropped.
+    #[cfg(feature = "cupti")]
+    pub(crate) fn take_fault_records(&self) -> Result<(Vec<crate::faults::Record>, u64)> {
+        let c = self.cuda("fault counters")?;
+        match &c.faults {
+            crate::faults::Counting::On(counter) => Ok(counter.take()?),
+            crate::faults::Counting::Off => Err(Error::FaultCountersOff),
+            crate::faults::Counting::Taken(reason) => Err(Error::FaultCountersTaken {
+                reason: reason.clone(),
+            }),
+        }
     }
 
     /// The counters since the last call as [`Runtime::take_faults`], or `None` where they were

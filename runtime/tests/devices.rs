@@ -214,3 +214,14 @@ fn a_closed_device_answers_closed_and_the_others_run_on() {
     rt.check_invariants().unwrap();
     assert!(rt.is_empty());
 }
+
+/// Fault counters of a set: the sim backend has none, and says so with a defined error.
+#[cfg(feature = "cupti")]
+#[test]
+fn a_sets_fault_counters_need_the_gpu() {
+    let devices = two_devices();
+    assert!(matches!(
+        devices.take_faults(),
+        Err(Error::WrongBackend { .. })
+    ));
+}

@@ -9,7 +9,8 @@
 //! runs two runtimes on one GPU: their own arenas, mailboxes and service threads, one GPU's SMs.
 
 use anyhow::{Context, bail};
-use runtime::{BackendKind, DeviceList, Devices, Runtime};
+use runtime::faults::FaultCounts;
+use runtime::{BackendKind, DeviceFaults, DeviceList, Devices, Runtime};
 use serde::Serialize;
 
 use super::{Args, Round, Rounds, System, check_empty, gpu, sim, threads_within};
@@ -45,11 +46,37 @@ struct Report {
     times: &'static str,
     repeats: u32,
     rows: Vec<DeviceRow>,
+    /// Per size, the unified-memory traffic of each device's arena over all its rounds (empty
+    /// where faults are not counted: the sim backend, or CUPTI held by another tool).
+    faults: Vec<SizeFaults>,
+}
+
+/// The counters of one size's rows, by arena.
+#[derive(Serialize)]
+struct SizeFaults {
+    bytes: u64,
+    per_device: Vec<Option<FaultCounts>>,
+    elsewhere: FaultCounts,
+    dropped_records: u64,
+}
+
+/// The set's fault counters since the last call, or `None` where they are not counted.
+fn counted_faults(devices: &Devices) -> anyhow::Result<Option<DeviceFaults>> {
+    match devices.take_faults() {
+        Ok(f) => Ok(Some(f)),
+        Err(
+            runtime::Error::FaultCountersOff
+            | runtime::Error::FaultCountersTaken { .. }
+            | runtime::Error::WrongBackend { .. },
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
     let gpu = crate::cli::on_gpu(args.backend)?;
-    let mut builder = Runtime::builder().backend(args.backend);
+    // On the GPU every device's unified-memory traffic is counted, by arena.
+    let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
     let devices = {
         // The budget is shared by the devices' rounds; the sim backend holds it to 1 GiB.
         let budget = if gpu { args.budget_gib << 30 } else { 1 << 30 };
@@ -101,7 +128,9 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
         });
     }
     let mut rows = Vec::new();
+    let mut faults = Vec::new();
     for bytes in SIZES {
+        counted_faults(&devices)?;
         let threads = threads_within(args.scaling_max_threads, bytes, budget);
         let sizes = vec![bytes; threads as usize];
         let mut alone_rates = Vec::with_capacity(n);
@@ -146,6 +175,18 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
         for r in &rounds {
             check_empty(r.runtime(), System::Alignmalloc)?;
         }
+        if let Some(f) = counted_faults(&devices)? {
+            faults.push(SizeFaults {
+                bytes,
+                per_device: f
+                    .per_device
+                    .iter()
+                    .map(|d| d.as_ref().map(|d| d.total))
+                    .collect(),
+                elsewhere: f.elsewhere,
+                dropped_records: f.dropped_records,
+            });
+        }
         let span = median(&mut spans.clone());
         let rate = f64::from(threads) * n as f64 / (span / 1e3);
         let sum_alone: f64 = alone_rates.iter().sum();
@@ -166,6 +207,28 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
         }
     };
     print_table(&rows, times);
+    for f in &faults {
+        let each: Vec<String> = f
+            .per_device
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Some(c) => format!(
+                    "device {i}: {} GPU fault groups, {:.1} MiB HtoD",
+                    c.gpu_page_faults,
+                    c.htod_bytes as f64 / 1048576.0
+                ),
+                None => format!("device {i}: closed"),
+            })
+            .collect();
+        println!(
+            "unified-memory traffic of each arena during the {} KiB rows (CUPTI): {}; in no arena: {} GPU fault groups, {:.1} MiB HtoD",
+            f.bytes >> 10,
+            each.join("; "),
+            f.elsewhere.gpu_page_faults,
+            f.elsewhere.htod_bytes as f64 / 1048576.0
+        );
+    }
     if let Some(path) = &args.json {
         let report = Report {
             backend: format!("{backend:?}"),
@@ -174,6 +237,7 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
             times,
             repeats: args.repeats,
             rows,
+            faults,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -256,6 +320,8 @@ mod tests {
         // Per size: device 0, device 1, together.
         assert_eq!(rows.len(), 2 * 3);
         assert_eq!(report["devices"].as_array().unwrap().len(), 2);
+        // No fault counters on the sim backend: none reported, rather than zeros.
+        assert_eq!(report["faults"].as_array().unwrap().len(), 0);
         for r in rows {
             assert_eq!(r["threads_per_device"], 512);
             assert!(r["objects_per_s"].as_f64().unwrap() > 0.0);
