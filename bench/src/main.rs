@@ -6,11 +6,11 @@ use tracing_subscriber::EnvFilter;
 
 mod access;
 mod alloc;
-mod at_once;
 mod cli;
 mod graph;
 mod launch;
 mod mailbox_stress;
+mod multi_device;
 mod parity;
 mod patterns;
 mod plot;

@@ -63,12 +63,12 @@ impl RuntimeBuilder {
     }
 
     /// Whether fault counters are asked for.
-    pub fn wants_fault_counters(&self) -> bool {
+    pub(crate) fn wants_fault_counters(&self) -> bool {
         self.fault_counters
     }
 
     /// The backend asked for.
-    pub fn backend_choice(&self) -> BackendChoice {
+    pub(crate) fn backend_choice(&self) -> BackendChoice {
         self.backend
     }
 
@@ -319,11 +319,13 @@ impl RuntimeBuilder {
         // Counting starts once the context exists and before the arena is reserved, so CUPTI
         // sees the managed allocation being made.
         #[cfg(feature = "cupti")]
-        let faults = if self.counted_devices.is_empty() {
-            crate::faults::Counting::start(self.fault_counters, self.device)?
-        } else {
-            crate::faults::Counting::start_on(self.fault_counters, &self.counted_devices)?
-        };
+        let faults = crate::faults::Counting::start_on(
+            self.fault_counters,
+            match self.counted_devices.as_slice() {
+                [] => std::slice::from_ref(&self.device),
+                set => set,
+            },
+        )?;
         let blocks = arena_blocks(bytes)?;
         let memory = ArenaMemory::managed(
             &context,

@@ -113,6 +113,14 @@ impl Devices {
         self.runtimes.is_empty()
     }
 
+    /// Whether an ordinal is listed more than once (runtimes sharing one GPU).
+    pub fn shares_a_gpu(&self) -> bool {
+        let mut ordinals: Vec<usize> = self.runtimes.iter().map(|(o, _)| *o).collect();
+        ordinals.sort_unstable();
+        ordinals.dedup();
+        ordinals.len() < self.runtimes.len()
+    }
+
     /// The ordinal of the set's `index`th device.
     pub fn ordinal(&self, index: usize) -> Result<usize> {
         self.runtimes
@@ -149,12 +157,14 @@ impl Devices {
 
     /// The index of the open device whose arena holds `address`.
     pub fn owner_of(&self, address: u64) -> Option<usize> {
-        self.iter().find_map(|(i, rt)| {
-            rt.arena_segments()
-                .iter()
-                .any(|&(base, bytes)| address >= base && address - base < bytes)
-                .then_some(i)
-        })
+        owner_in(&self.arenas(), address)
+    }
+
+    /// Each open device's index and arena segments (first byte, bytes).
+    fn arenas(&self) -> Vec<(usize, Vec<(u64, u64)>)> {
+        self.iter()
+            .map(|(i, rt)| (i, rt.arena_segments()))
+            .collect()
     }
 
     /// Free `handle` on the device that owns it.
@@ -199,20 +209,11 @@ impl Devices {
     #[cfg(feature = "cupti")]
     pub fn take_faults(&self) -> Result<DeviceFaults> {
         let (records, dropped) = self.get(0)?.take_fault_records()?;
-        let ranges: Vec<(usize, Vec<(u64, u64)>)> = self
-            .iter()
-            .map(|(i, rt)| (i, rt.arena_segments()))
-            .collect();
+        let arenas = self.arenas();
         let mut mine: Vec<Vec<&crate::faults::Record>> = vec![Vec::new(); self.len()];
         let mut elsewhere = crate::faults::FaultCounts::default();
         for record in &records {
-            let owner = ranges.iter().find_map(|(i, segments)| {
-                segments
-                    .iter()
-                    .any(|&(base, bytes)| record.address >= base && record.address - base < bytes)
-                    .then_some(*i)
-            });
-            match owner {
+            match owner_in(&arenas, record.address) {
                 Some(i) => mine[i].push(record),
                 None => elsewhere.add(record.kind, record.value),
             }
@@ -262,6 +263,16 @@ pub struct DeviceFaults {
     pub elsewhere: crate::faults::FaultCounts,
     /// Records CUPTI dropped for lack of buffer space.
     pub dropped_records: u64,
+}
+
+/// The index of the arena of `arenas` ([`Devices::arenas`]) that holds `address`.
+fn owner_in(arenas: &[(usize, Vec<(u64, u64)>)], address: u64) -> Option<usize> {
+    arenas.iter().find_map(|(i, segments)| {
+        segments
+            .iter()
+            .any(|&(base, bytes)| address >= base && address - base < bytes)
+            .then_some(*i)
+    })
 }
 
 /// How many devices `all` means for this backend choice.

@@ -286,7 +286,7 @@ impl Counting {
         if !wanted {
             return Ok(Self::Off);
         }
-        match FaultCounter::start_on(ordinals) {
+        match FaultCounter::start(ordinals) {
             Ok(counter) => Ok(Self::On(counter)),
             Err(e @ FaultCounterError::Taken { .. }) => {
                 let reason = e.to_string();
@@ -315,13 +315,8 @@ pub struct FaultCounter {
 }
 
 impl FaultCounter {
-    /// Start counting on device `ordinal` (its context must exist).
-    pub fn start(ordinal: usize) -> Result<Self, FaultCounterError> {
-        Self::start_on(&[ordinal])
-    }
-
     /// Start counting on every device of `ordinals` (their contexts must exist).
-    pub fn start_on(ordinals: &[usize]) -> Result<Self, FaultCounterError> {
+    pub fn start(ordinals: &[usize]) -> Result<Self, FaultCounterError> {
         // SAFETY: only tries to open the library.
         if !unsafe { cudarc::cupti::sys::is_culib_present() } {
             return Err(FaultCounterError::NoLibrary);

@@ -201,8 +201,8 @@ impl Runtime {
     /// Wait until the service thread has answered every request posted so far: after kernels
     /// that freed with `am::post_free` ended, their frees are done (and counted) once this
     /// returns. [`Runtime::drain_caches`] does it first. Fails with [`Error::Unanswered`] when
-    /// requests stay pending for the settle timeout (default [`SETTLE_TIMEOUT`]; a kernel still running and posting, or a
-    /// stuck service thread).
+    /// requests stay pending for the settle timeout (default [`SETTLE_TIMEOUT`]; a kernel still
+    /// running and posting, or a stuck service thread).
     pub fn settle(&self) -> Result<()> {
         let service = self.service.as_ref().expect("the service runs until drop");
         let started = std::time::Instant::now();
@@ -561,9 +561,9 @@ impl Runtime {
         if let Some(compiler) = c.compiler.get() {
             return Ok(compiler);
         }
-        let compiler = Compiler::for_device(c.info.compute_capability)?
-            .with_defines(c.device_settings.defines());
-        tracing::info!(defines = ?c.device_settings.defines(), "device settings compiled in");
+        let defines = c.device_settings.defines();
+        tracing::info!(?defines, "device settings compiled in");
+        let compiler = Compiler::for_device(c.info.compute_capability)?.with_defines(defines);
         Ok(c.compiler.get_or_init(|| compiler))
     }
 
@@ -635,17 +635,7 @@ impl Runtime {
     /// [`Error::FaultCountersTaken`]; [`Runtime::take_faults_if_counting`] answers `None` then.
     #[cfg(feature = "cupti")]
     pub fn take_faults(&self) -> Result<crate::faults::FaultReport> {
-        let c = self.cuda("fault counters")?;
-        let counter = match &c.faults {
-            crate::faults::Counting::On(counter) => counter,
-            crate::faults::Counting::Off => return Err(Error::FaultCountersOff),
-            crate::faults::Counting::Taken(reason) => {
-                return Err(Error::FaultCountersTaken {
-                    reason: reason.clone(),
-                });
-            }
-        };
-        let (records, dropped) = counter.take()?;
+        let (records, dropped) = self.take_fault_records()?;
         Ok(self.fault_report(&records, dropped))
     }
 

@@ -102,39 +102,40 @@ impl Default for DeviceSettings {
 impl DeviceSettings {
     /// Each setting with its variable's name (which is also its macro in `detail/settings.h`).
     pub fn named(&self) -> [(&'static str, u32); 8] {
+        let mut copy = *self;
+        copy.named_mut().map(|(name, value)| (name, *value))
+    }
+
+    /// The one list of the settings and their names.
+    fn named_mut(&mut self) -> [(&'static str, &mut u32); 8] {
         [
-            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", self.poll_pause_min_ns),
-            ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", self.poll_pause_max_ns),
+            ("ALIGNMALLOC_POLL_PAUSE_MIN_NS", &mut self.poll_pause_min_ns),
+            ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", &mut self.poll_pause_max_ns),
             (
                 "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK",
-                self.polls_per_closed_check,
+                &mut self.polls_per_closed_check,
             ),
-            ("ALIGNMALLOC_PORT_SWEEP_PAUSE_NS", self.port_sweep_pause_ns),
+            (
+                "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS",
+                &mut self.port_sweep_pause_ns,
+            ),
             (
                 "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS",
-                self.cache_lock_pause_min_ns,
+                &mut self.cache_lock_pause_min_ns,
             ),
             (
                 "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS",
-                self.cache_lock_pause_max_ns,
+                &mut self.cache_lock_pause_max_ns,
             ),
-            ("ALIGNMALLOC_REFILL_PAUSE_MIN_NS", self.refill_pause_min_ns),
-            ("ALIGNMALLOC_REFILL_PAUSE_MAX_NS", self.refill_pause_max_ns),
+            (
+                "ALIGNMALLOC_REFILL_PAUSE_MIN_NS",
+                &mut self.refill_pause_min_ns,
+            ),
+            (
+                "ALIGNMALLOC_REFILL_PAUSE_MAX_NS",
+                &mut self.refill_pause_max_ns,
+            ),
         ]
-    }
-
-    fn field(&mut self, var: &str) -> Option<&mut u32> {
-        Some(match var {
-            "ALIGNMALLOC_POLL_PAUSE_MIN_NS" => &mut self.poll_pause_min_ns,
-            "ALIGNMALLOC_POLL_PAUSE_MAX_NS" => &mut self.poll_pause_max_ns,
-            "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK" => &mut self.polls_per_closed_check,
-            "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS" => &mut self.port_sweep_pause_ns,
-            "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS" => &mut self.cache_lock_pause_min_ns,
-            "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS" => &mut self.cache_lock_pause_max_ns,
-            "ALIGNMALLOC_REFILL_PAUSE_MIN_NS" => &mut self.refill_pause_min_ns,
-            "ALIGNMALLOC_REFILL_PAUSE_MAX_NS" => &mut self.refill_pause_max_ns,
-            _ => return None,
-        })
     }
 
     /// The NVRTC (or nvcc) options that compile these settings into a kernel.
@@ -392,13 +393,10 @@ impl Settings {
         if let Some((var, v)) = get("ALIGNMALLOC_SETTLE_TIMEOUT_MS") {
             self.settle_timeout = Duration::from_millis(number(&var, &v)?);
         }
-        for (name, _) in DeviceSettings::default().named() {
+        for (name, field) in self.device.named_mut() {
             if let Some((var, v)) = get(name) {
-                let value = u32::try_from(number(&var, &v)?)
+                *field = u32::try_from(number(&var, &v)?)
                     .map_err(|_| Error::Config(format!("{var}={v:?} is past {}", u32::MAX)))?;
-                if let Some(field) = self.device.field(name) {
-                    *field = value;
-                }
             }
         }
         self.check()?;

@@ -14,8 +14,7 @@ use runtime::{BackendKind, DeviceFaults, DeviceList, Devices, Runtime};
 use serde::Serialize;
 
 use super::{Args, Round, Rounds, System, check_empty, gpu, sim, threads_within};
-use crate::at_once::at_once;
-use crate::progress::note;
+use crate::multi_device::{at_once, describe};
 use crate::stats::{median, span_ms};
 
 /// The object sizes measured: one served by the device caches, one by the host.
@@ -77,49 +76,17 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
     let gpu = crate::cli::on_gpu(args.backend)?;
     // On the GPU every device's unified-memory traffic is counted, by arena.
     let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
-    let devices = {
-        // The budget is shared by the devices' rounds; the sim backend holds it to 1 GiB.
-        let budget = if gpu { args.budget_gib << 30 } else { 1 << 30 };
-        if !gpu {
-            builder = builder.arena_bytes(budget * 2);
-        }
-        Devices::open(builder, list).context("opening the devices")?
-    };
-    let n = devices.len();
-    let budget = if gpu {
-        (args.budget_gib << 30) / n as u64
-    } else {
-        (1 << 30) / n as u64
-    };
-    let listed: Vec<(usize, String)> = (0..n)
-        .map(|i| {
-            let ordinal = devices.ordinal(i)?;
-            let name = devices
-                .get(i)?
-                .device_info()
-                .map_or_else(|| "CPU warps".to_string(), |d| d.name.clone());
-            anyhow::Ok((ordinal, name))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let mut ordinals: Vec<usize> = listed.iter().map(|d| d.0).collect();
-    ordinals.sort_unstable();
-    ordinals.dedup();
-    let shared_gpu = ordinals.len() < n;
-    let backend = devices.get(0)?.backend();
-    note!(
-        "devices: {}",
-        listed
-            .iter()
-            .enumerate()
-            .map(|(i, (o, name))| format!("{i}: ordinal {o} ({name})"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if shared_gpu {
-        note!(
-            "an ordinal is listed twice: runtimes share one GPU (own arenas, mailboxes and service threads; one GPU's SMs and memory)"
-        );
+    // The budget is shared by the devices' rounds; the sim backend holds it to 1 GiB.
+    let shared_budget = if gpu { args.budget_gib << 30 } else { 1 << 30 };
+    if !gpu {
+        builder = builder.arena_bytes(shared_budget * 2);
     }
+    let devices = Devices::open(builder, list).context("opening the devices")?;
+    let n = devices.len();
+    let budget = shared_budget / n as u64;
+    let listed = describe(&devices)?;
+    let shared_gpu = devices.shares_a_gpu();
+    let backend = devices.get(0)?.backend();
     let mut rounds: Vec<Box<dyn Rounds + Send + '_>> = Vec::with_capacity(n);
     for (_, rt) in devices.iter() {
         rounds.push(match rt.backend() {

@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use super::gpu::{Lists, Walker};
 use super::{Args, Reference};
-use crate::at_once::at_once;
 use crate::graph::Graph;
+use crate::multi_device::{at_once, describe};
 use crate::progress::note;
 use crate::stats::{median, span_ms};
 
@@ -56,23 +56,8 @@ pub fn run(
     let builder = Runtime::builder().backend(BackendChoice::Cuda);
     let devices = Devices::open(builder, list).context("opening the devices")?;
     let n = devices.len();
-    let mut listed = Vec::with_capacity(n);
-    for i in 0..n {
-        let name = devices
-            .get(i)?
-            .device_info()
-            .map_or_else(String::new, |d| d.name.clone());
-        listed.push((devices.ordinal(i)?, name));
-    }
-    let mut ordinals: Vec<usize> = listed.iter().map(|d| d.0).collect();
-    ordinals.sort_unstable();
-    ordinals.dedup();
-    let shared_gpu = ordinals.len() < n;
-    if shared_gpu {
-        note!(
-            "an ordinal is listed twice: runtimes share one GPU (own arenas, mailboxes and service threads; one GPU's SMs and memory)"
-        );
-    }
+    let listed = describe(&devices)?;
+    let shared_gpu = devices.shares_a_gpu();
 
     // Each device: its walker (the graph and kernels on it) and its lists, built there.
     let mut walkers = Vec::with_capacity(n);

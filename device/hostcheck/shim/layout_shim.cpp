@@ -174,16 +174,18 @@ am::u64 am_shim_ptr_address(am::u64 h, am::u64 first, am::u64 index, unsigned si
 }
 
 // The device settings of detail/settings.h (defaults unless the build defines them), in the
-// order of `runtime::settings::DeviceSettings::named`; ~0 past the last. `which` 100 is
-// next_pause(x, y).
-am::u64 am_shim_device_setting(unsigned which, am::u64 x, am::u64 y) {
+// order of `runtime::settings::DeviceSettings::named`; ~0 past the last.
+am::u64 am_shim_device_setting(unsigned which) {
   const am::u32 values[] = {
       am::kPollPauseMinNs,      am::kPollPauseMaxNs,      am::kPollsPerClosedCheck,
       am::kPortSweepPauseNs,    am::kCacheLockPauseMinNs, am::kCacheLockPauseMaxNs,
       am::kRefillPauseMinNs,    am::kRefillPauseMaxNs,
   };
-  if (which == 100) return am::next_pause((am::u32)x, (am::u32)y);
   return which < sizeof(values) / sizeof(values[0]) ? values[which] : ~0ull;
+}
+
+unsigned am_shim_next_pause(unsigned pause, unsigned longest) {
+  return am::next_pause(pause, longest);
 }
 
 }  // extern "C"

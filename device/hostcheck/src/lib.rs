@@ -82,7 +82,8 @@ unsafe extern "C" {
     safe fn am_shim_record_layout(which: u32, field: u32) -> u64;
     safe fn am_shim_code(which: u32) -> u64;
     safe fn am_shim_cache(what: u32, x: u64, y: u64) -> u64;
-    safe fn am_shim_device_setting(which: u32, x: u64, y: u64) -> u64;
+    safe fn am_shim_device_setting(which: u32) -> u64;
+    safe fn am_shim_next_pause(pause: u32, longest: u32) -> u32;
     safe fn am_shim_offsetof_geometry(field: u32) -> u64;
     fn am_shim_ptr_store_triples(h: u64, first: u64, n: u64) -> u64;
     safe fn am_shim_ptr_address(h: u64, first: u64, index: u64, size_log2: u32) -> u64;
@@ -232,14 +233,14 @@ pub fn cache(what: u32, x: u64, y: u64) -> u64 {
 /// `runtime::settings::DeviceSettings::named`.
 pub fn device_settings() -> Vec<u64> {
     (0..)
-        .map(|which: u32| am_shim_device_setting(which, 0, 0))
+        .map(|which: u32| am_shim_device_setting(which))
         .take_while(|&v| v != u64::MAX)
         .collect()
 }
 
 /// `am::next_pause(pause, longest)`: the pause after `pause` in a wait whose longest is `longest`.
-pub fn next_pause(pause: u32, longest: u32) -> u64 {
-    am_shim_device_setting(100, pause.into(), longest.into())
+pub fn next_pause(pause: u32, longest: u32) -> u32 {
+    am_shim_next_pause(pause, longest)
 }
 
 /// `sizeof(am::Geometry)`.

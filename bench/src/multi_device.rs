@@ -1,7 +1,41 @@
-//! Work started at the same moment on several devices: one thread per device, all released by
-//! one barrier, so what each device does overlaps as much as the host can make it.
+//! What the `--devices` commands share: the devices named for reports, and work started at the
+//! same moment on all of them (one thread per device, all released by one barrier, so what each
+//! device does overlaps as much as the host can make it).
 
 use std::sync::Barrier;
+
+use runtime::Devices;
+
+use crate::progress::note;
+
+/// Each device's (ordinal, name), in the set's order, after saying which they are; a note when
+/// runtimes share a GPU.
+pub fn describe(devices: &Devices) -> anyhow::Result<Vec<(usize, String)>> {
+    let listed = (0..devices.len())
+        .map(|i| {
+            let name = devices
+                .get(i)?
+                .device_info()
+                .map_or_else(|| "CPU warps".to_string(), |d| d.name.clone());
+            anyhow::Ok((devices.ordinal(i)?, name))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    note!(
+        "devices: {}",
+        listed
+            .iter()
+            .enumerate()
+            .map(|(i, (o, name))| format!("{i}: ordinal {o} ({name})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if devices.shares_a_gpu() {
+        note!(
+            "an ordinal is listed twice: runtimes share one GPU (own arenas, mailboxes and service threads; one GPU's SMs and memory)"
+        );
+    }
+    Ok(listed)
+}
 
 /// Run `work` on every item, each on its own thread, released together; the results in the
 /// items' order. The first error (or a panicked thread) is the result.
