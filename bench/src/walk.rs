@@ -68,8 +68,9 @@ pub struct Args {
     direction: Direction,
     /// Which vertex's list each allocating thread asks for: `degree` gives a warp's 32 lanes
     /// lists of similar length (vertices by falling degree); `vertex` takes vertex ids in order.
-    /// An arranged chunk gives every lane the span of the warp's longest list, so on skewed
-    /// graphs `vertex` order costs several times the memory.
+    /// A warp whose lists differ too much for an arranged chunk (over twice their packed
+    /// bytes) gets them packed instead, so `vertex` order keeps the memory near the lists'
+    /// bytes and gives up the arrangement of those warps.
     #[arg(long, value_enum, default_value_t = Order::Degree)]
     order: Order,
     /// Steps per walk.

@@ -146,7 +146,9 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
   }
   // With device caches the other lanes were served: give their objects back.
   am::free(mb, over);
-  // Together over the arena: no room, nothing allocated.
+  // Together over the arena: no room, nothing allocated. Every lane takes part (a warp of a few
+  // lanes would be packed, and their bytes fit).
+  __syncwarp();
   status = 0xFFFFFFFFu;
   const am::u64 huge = am::malloc(mb, arena_bytes / 32 + (2ull << 20), &status);
   if (lane == 0) {

@@ -7,6 +7,13 @@
 //! means no object ever started there, which tells a double free of a gone chunk from a foreign
 //! pointer.
 //!
+//! One sequence per address across both regions: a block moves between the small space and the
+//! rest as the arena is used, and a page start is also the start of a unit. Each stamp at a page
+//! start writes the new generation into both tables (`rest[page] == small[16 * page]` always), so
+//! the next object there, in either region, takes the generation after it. Without that, a stale
+//! handle of the block's small-space life matched a live object placed on the same address in its
+//! later life as a large or portion block (the two counters had each reached 1).
+//!
 //! Why this granule: a counter per 16-byte object address counts only the objects started at
 //! that exact address, but a small chunk's lanes then hit a cache line each (objects of a few
 //! hundred bytes put their counters a line apart), and those lines were the allocation's main
@@ -37,7 +44,14 @@ pub struct Generations {
     small: Vec<u8>,
     /// Per 4 KiB page of the arena.
     rest: Vec<u8>,
+    /// A bit per 16-byte granule of the small space where an object once started exactly (unit
+    /// counters cannot tell a start from the place beside it; pages need no such bit, as a
+    /// tile object starts on its page).
+    small_starts: Vec<u64>,
 }
+
+/// Units of the small space per page.
+const UNITS_PER_PAGE: usize = (TILE_GRANULE / SMALL_COUNTED) as usize;
 
 /// The next generation after `counter`: 1..=63, cycling (64.. are the device caches').
 fn bumped(counter: u8) -> u8 {
@@ -55,6 +69,7 @@ impl Generations {
         Self {
             small: vec![0; (regions.bytes() / SMALL_COUNTED) as usize],
             rest: vec![0; (regions.bytes() / TILE_GRANULE) as usize],
+            small_starts: vec![0; (regions.bytes() / SMALL_GRANULE).div_ceil(64) as usize],
             regions,
         }
     }
@@ -87,16 +102,21 @@ impl Generations {
             && self.small[(offset / SMALL_COUNTED) as usize] != 0
     }
 
-    /// Whether an object of a portion or large chunk once started exactly at `address`: a page
-    /// outside the small space whose counter moved. (Small units count per 256 bytes, so they
-    /// cannot tell an old object's start from a place beside it.)
-    pub fn tile_start_seen(&self, address: u64) -> bool {
-        matches!(
-            self.regions.locate(address),
-            Some((Region::Rest, offset))
-                if offset.is_multiple_of(TILE_GRANULE)
+    /// Whether an object once started exactly at `address`: in the small space, a granule whose
+    /// start bit is set; elsewhere, a page whose counter moved (tile objects start on pages).
+    pub fn start_seen(&self, address: u64) -> bool {
+        match self.regions.locate(address) {
+            Some((Region::Rest, offset)) => {
+                offset.is_multiple_of(TILE_GRANULE)
                     && self.rest[(offset / TILE_GRANULE) as usize] != 0
-        )
+            }
+            Some((Region::Small, offset)) => {
+                let granule = (offset / SMALL_GRANULE) as usize;
+                offset.is_multiple_of(SMALL_GRANULE)
+                    && self.small_starts[granule / 64] >> (granule % 64) & 1 == 1
+            }
+            None => false,
+        }
     }
 
     /// Stamp one new chunk at `base` (every object in one region) whose lanes in `live` have
@@ -112,9 +132,9 @@ impl Generations {
             .regions
             .locate(base)
             .expect("chunks start inside the arena");
-        let (counters, counted) = match region {
-            Region::Small => (&mut self.small, SMALL_COUNTED),
-            Region::Rest => (&mut self.rest, TILE_GRANULE),
+        let counted = match region {
+            Region::Small => SMALL_COUNTED,
+            Region::Rest => TILE_GRANULE,
         };
         let shift = counted.trailing_zeros();
         // A small chunk packs its lanes in lane order, so lanes sharing a unit come one after
@@ -123,16 +143,52 @@ impl Generations {
         let mut previous = usize::MAX;
         let mut generation = 0u8;
         for lane in set_lanes(live) {
-            let place = ((base_offset + offsets[lane]) >> shift) as usize;
+            let offset = base_offset + offsets[lane];
+            let place = (offset >> shift) as usize;
             if place != previous {
-                let counter = &mut counters[place];
-                *counter = bumped(*counter);
-                generation = *counter;
+                generation = self.advance(region, place);
                 previous = place;
+            }
+            if region == Region::Small {
+                let granule = (offset / SMALL_GRANULE) as usize;
+                self.small_starts[granule / 64] |= 1 << (granule % 64);
             }
             generations[lane] = generation;
         }
         generations
+    }
+
+    /// Advance the counter of `place` (a unit or a page, by `region`) and return it; at a page
+    /// start both tables take the new value, so the address keeps one sequence.
+    fn advance(&mut self, region: Region, place: usize) -> u8 {
+        match region {
+            Region::Small => {
+                let next = bumped(self.small[place]);
+                self.small[place] = next;
+                if place.is_multiple_of(UNITS_PER_PAGE) {
+                    self.rest[place / UNITS_PER_PAGE] = next;
+                }
+                next
+            }
+            Region::Rest => {
+                let next = bumped(self.rest[place]);
+                self.rest[place] = next;
+                self.small[place * UNITS_PER_PAGE] = next;
+                next
+            }
+        }
+    }
+
+    /// Whether the two tables agree at every page start (see the module docs).
+    pub fn check(&self) -> Result<(), String> {
+        match (0..self.rest.len()).find(|&p| self.rest[p] != self.small[p * UNITS_PER_PAGE]) {
+            None => Ok(()),
+            Some(page) => Err(format!(
+                "page {page}: generation {} as a page, {} as a unit",
+                self.rest[page],
+                self.small[page * UNITS_PER_PAGE]
+            )),
+        }
     }
 }
 
@@ -213,6 +269,20 @@ mod tests {
     }
 
     #[test]
+    fn exact_small_starts_are_remembered() {
+        let mut g = generations();
+        stamp(&mut g, &[(0, BASE + 32), (1, BASE + 304)]);
+        assert!(g.start_seen(BASE + 32) && g.start_seen(BASE + 304));
+        assert!(!g.start_seen(BASE + 48), "beside a start, in the same unit");
+        assert!(!g.start_seen(BASE + 40), "not a granule");
+        g.set_small(0, false);
+        assert!(
+            !g.start_seen(BASE + 32),
+            "outside the small space, pages count"
+        );
+    }
+
+    #[test]
     fn each_tile_counts_on_its_own() {
         let mut g = generations();
         let rest = BASE + (2 << 20);
@@ -220,7 +290,10 @@ mod tests {
         assert_eq!(stamp(&mut g, &lanes), [1, 1, 1]);
         assert_eq!(stamp(&mut g, &lanes[..1]), [2]);
         assert_eq!(stamp(&mut g, &lanes), [3, 2, 2]);
-        assert!(g.seen(rest + 8192) && !g.seen(rest + 12288) && !g.seen(rest + 64));
+        assert!(g.seen(rest + 8192) && !g.seen(rest + 12288) && !g.seen(rest + 256 + 64));
+        // The page start's unit is where the tile's object started: as in the small space, a
+        // granule of that unit counts as a place where an object once started.
+        assert!(g.seen(rest + 64));
     }
 
     #[test]
@@ -234,8 +307,42 @@ mod tests {
             "a double free of a small object there is still one"
         );
         assert!(!g.seen(BASE + 4096), "no page object started there");
-        assert_eq!(stamp(&mut g, &[(0, BASE)]), [1], "page counters of its own");
+        assert_eq!(stamp(&mut g, &[(0, BASE + 4096)]), [1], "a page of its own");
         g.set_small(0, true);
         assert_eq!(stamp(&mut g, &[(0, a)]), [2], "the unit counter goes on");
+        g.check().unwrap();
+    }
+
+    /// A stale handle of a block's small-space life never matches the next object at its address
+    /// in the block's life as a portion or large block, nor the other way round.
+    #[test]
+    fn an_address_keeps_one_sequence_across_regions() {
+        let mut g = generations();
+        assert_eq!(
+            stamp(&mut g, &[(0, BASE)]),
+            [1],
+            "a small object at a page start"
+        );
+        g.set_small(0, false);
+        assert_eq!(
+            stamp(&mut g, &[(0, BASE)]),
+            [2],
+            "a large object there next"
+        );
+        assert!(g.start_seen(BASE));
+        g.set_small(0, true);
+        assert_eq!(stamp(&mut g, &[(0, BASE), (1, BASE + 16)]), [3, 3]);
+        g.set_small(0, false);
+        // 60 more lives as a large block, then back: still no repeat within 63 stamps.
+        for expect in 4..64 {
+            assert_eq!(stamp(&mut g, &[(0, BASE)]), [expect]);
+        }
+        g.set_small(0, true);
+        assert_eq!(
+            stamp(&mut g, &[(0, BASE)]),
+            [1],
+            "the 63-stamp cycle, as within a region"
+        );
+        g.check().unwrap();
     }
 }

@@ -123,6 +123,9 @@ pub struct Allocation {
     pub geometry: Option<Geometry>,
     /// The chunk's first byte (0 without a chunk).
     pub chunk_base: u64,
+    /// How the lanes' objects are laid out: contiguous for every packed chunk, also when an
+    /// arranged request's lanes diverged too far to be arranged.
+    pub arrangement: Arrangement,
     /// Each lane's handle (null for lanes that asked 0).
     pub handles: [Handle; WARP_LANES],
 }
@@ -132,6 +135,8 @@ struct Placed {
     /// `None` when every lane asked 0.
     geometry: Option<Geometry>,
     chunk_base: u64,
+    /// How the lanes' objects are laid out (an arranged request whose lanes diverge is packed).
+    arrangement: Arrangement,
     /// Each lane's generation (0 for lanes that asked 0).
     generations: [u8; WARP_LANES],
 }
@@ -242,6 +247,12 @@ impl Resolver {
         std::mem::take(&mut self.out_of_memory_seen)
     }
 
+    /// Bytes of the live chunks holding lane objects, over every segment: the host's share of
+    /// the footprint (rounding and packing included; the device caches' slabs not).
+    pub fn object_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::object_bytes).sum()
+    }
+
     /// Live chunks.
     pub fn live_chunks(&self) -> usize {
         self.segments.iter().map(Segment::live_chunks).sum()
@@ -331,7 +342,7 @@ impl Resolver {
                             reply.tile_log2 = g.tile_log2;
                             reply.lane_span = g.lane_span;
                         }
-                        reply.layout = match arrangement {
+                        reply.layout = match a.arrangement {
                             Arrangement::Arranged(order) => order.code(),
                             Arrangement::Contiguous => CONTIGUOUS_LAYOUT,
                         };
@@ -359,7 +370,9 @@ impl Resolver {
         }
     }
 
-    /// Allocate a chunk for these lane sizes (0 = no object) and lay it out as `arrangement`.
+    /// Allocate a chunk for these lane sizes (0 = no object), asked to be laid out as
+    /// `arrangement`: contiguous requests are packed, arranged ones stay arranged unless their
+    /// lanes diverge too far ([`Geometry::for_request`]; [`Allocation::arrangement`] says which).
     /// `Err` is `SizeOverLimit` or `OutOfMemory`, and then nothing was allocated.
     pub fn alloc(
         &mut self,
@@ -372,7 +385,7 @@ impl Resolver {
                 &g,
                 placed.chunk_base,
                 sizes,
-                arrangement,
+                placed.arrangement,
                 &placed.generations,
             )
             .expect("arena addresses fit handles"),
@@ -381,6 +394,7 @@ impl Resolver {
         Ok(Allocation {
             geometry: placed.geometry,
             chunk_base: placed.chunk_base,
+            arrangement: placed.arrangement,
             handles,
         })
     }
@@ -392,18 +406,20 @@ impl Resolver {
         sizes: &[u64; WARP_LANES],
         arrangement: Arrangement,
     ) -> Result<Placed, Status> {
-        let geometry = match Geometry::of(sizes, &self.config.geometry) {
-            Ok(Some(g)) => g,
-            Ok(None) => {
-                return Ok(Placed {
-                    geometry: None,
-                    chunk_base: 0,
-                    generations: [0; WARP_LANES],
-                });
-            }
-            Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
-            Err(e) => unreachable!("geometry fails only over the limit: {e}"),
-        };
+        let (geometry, arrangement) =
+            match Geometry::for_request(sizes, &self.config.geometry, arrangement) {
+                Ok(Some(placement)) => placement,
+                Ok(None) => {
+                    return Ok(Placed {
+                        geometry: None,
+                        chunk_base: 0,
+                        arrangement,
+                        generations: [0; WARP_LANES],
+                    });
+                }
+                Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
+                Err(e) => unreachable!("geometry fails only over the limit: {e}"),
+            };
         let mut placed = None;
         for segment in &mut self.segments {
             match segment.alloc(geometry, sizes, arrangement) {
@@ -435,6 +451,7 @@ impl Resolver {
         Ok(Placed {
             geometry: Some(geometry),
             chunk_base,
+            arrangement,
             generations,
         })
     }

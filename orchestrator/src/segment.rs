@@ -61,6 +61,9 @@ use crate::resolver::{ResolverConfig, ResolverError, lane_mask, set_lanes};
 /// The recycled runs may hold up to this fraction (1/n) of the first small space.
 const RECYCLED_SHARE: usize = 8;
 
+/// Packed chunks of at least this many small units (16 KiB) are placed by next fit.
+const NEXT_FIT_UNITS: usize = 64;
+
 /// Units of the small tree per VABlock.
 const UNITS_PER_BLOCK: usize = (VABLOCK_BYTES / SMALL_UNIT_BYTES) as usize;
 
@@ -130,6 +133,30 @@ fn count_units(used: &mut [u32], unit: usize, units: usize, taken: bool) {
     }
 }
 
+/// Whether `handle`, inside `chunk` at no lane object's start, is the handle of an older object
+/// that started exactly there (a second free), rather than an interior pointer. In a portion
+/// or large chunk an older object started there when its page started a tile. In a packed
+/// chunk, objects start on any 16-byte granule, so an interior pointer made from a live object
+/// can land on an older start too: it carries that object's lane and generation, which a stale
+/// handle matches only by chance (a pointer free carries neither and stays an interior pointer).
+fn is_stale_start(generations: &Generations, chunk: &LiveChunk, handle: Handle) -> bool {
+    let address = handle.address();
+    if !generations.start_seen(address) {
+        return false;
+    }
+    if chunk.lane_span != 0 {
+        return true;
+    }
+    let covering = chunk
+        .handles
+        .iter()
+        .filter(|h| !h.is_null() && h.address() <= address)
+        .max_by_key(|h| h.address());
+    handle.generation() != 0
+        && !covering
+            .is_some_and(|h| h.lane() == handle.lane() && h.generation() == handle.generation())
+}
+
 /// A run allocation's result: no room (or a run longer than the tree) is out of memory; any
 /// other error means the resolver built a bad request, a bug.
 fn run_or_oom(result: Result<usize, OrTreeError>) -> Result<usize, Status> {
@@ -154,11 +181,16 @@ pub(crate) struct Segment {
     /// Freed chunks not yet given back: (base, bytes, place), oldest first.
     quarantine: VecDeque<(u64, u64, Place)>,
     quarantined_bytes: u64,
+    /// Bytes of the live chunks that hold lane objects (cache slabs are the caches' to count).
+    object_bytes: u64,
     generations: Generations,
     /// Per block: units of the small tree held by chunks, the quarantine and recycled runs.
     small_used: Vec<u32>,
     /// Blocks in the small space now.
     small_blocks: usize,
+    /// Where the search for the next packed chunk of [`NEXT_FIT_UNITS`] or more starts: just
+    /// past the last one placed.
+    next_fit: usize,
 }
 
 impl Segment {
@@ -208,8 +240,10 @@ impl Segment {
             pool: PortionPool::new(),
             quarantine: VecDeque::new(),
             quarantined_bytes: 0,
+            object_bytes: 0,
             small_used: vec![0; config.arena_blocks],
             small_blocks: 0,
+            next_fit: 0,
             config: config.clone(),
         };
         for block in 0..config.small_blocks {
@@ -228,15 +262,31 @@ impl Segment {
         self.small_blocks += 1;
     }
 
-    /// Take a free block of the arena for the small space; whether there was one.
-    fn grow_small(&mut self) -> bool {
-        match self.arena.alloc_run(1, 1) {
-            Ok(block) => {
-                self.join_small(block);
-                tracing::debug!(block, small_blocks = self.small_blocks, "small space grew");
-                true
-            }
-            Err(_) => false,
+    /// Take `blocks` consecutive free blocks of the arena for the small space (a packed chunk of
+    /// several MiB needs them side by side); the first of them, `None` when there were none.
+    fn grow_small(&mut self, blocks: usize) -> Option<usize> {
+        let first = self.arena.alloc_run(blocks, 1).ok()?;
+        for block in first..first + blocks {
+            self.join_small(block);
+        }
+        tracing::debug!(
+            first,
+            blocks,
+            small_blocks = self.small_blocks,
+            "small space grew"
+        );
+        Some(first)
+    }
+
+    /// A run of `units` small units at a multiple of `align`: leftmost for short runs, which keep
+    /// the small space compact; by next fit from the last long one for runs of
+    /// [`NEXT_FIT_UNITS`] or more, whose leftmost search would visit every hole of a small space
+    /// fragmented by shorter chunks on each request.
+    fn small_run(&mut self, units: usize, align: usize) -> Result<usize, OrTreeError> {
+        if units >= NEXT_FIT_UNITS {
+            self.small.alloc_run_from(units, align, self.next_fit)
+        } else {
+            self.small.alloc_run(units, align)
         }
     }
 
@@ -296,6 +346,12 @@ impl Segment {
     /// VABlocks taken (the small space counts whole) and in all.
     pub(crate) fn blocks_used(&self) -> (usize, usize) {
         (self.arena.allocated_count(), self.config.arena_blocks)
+    }
+
+    /// Bytes of the live chunks that hold lane objects: what the objects take, rounding and
+    /// packing included (the footprint), without the device caches' slabs.
+    pub(crate) fn object_bytes(&self) -> u64 {
+        self.object_bytes
     }
 
     /// Live chunks.
@@ -411,6 +467,7 @@ impl Segment {
             )
             .expect("arena addresses fit handles");
         });
+        self.object_bytes += geometry.chunk_bytes;
         tracing::trace!(
             base = format_args!("{base:#x}"),
             bytes = geometry.chunk_bytes,
@@ -425,22 +482,54 @@ impl Segment {
         let base = self.config.arena_base;
         match geometry.class {
             SizeClass::Small => {
-                let units = geometry.units as usize;
-                let unit = match self.recycled.take(units) {
-                    Some(unit) => unit,
-                    None => {
-                        let mut run = self.small.alloc_run(units, 1);
+                // A chunk longer than the arena answers RunTooLong: out of memory too.
+                let units = usize::try_from(geometry.units).unwrap_or(usize::MAX);
+                // A packed chunk of a VABlock or more starts on one, so its objects share its
+                // first block with no other chunk.
+                let align = if units >= UNITS_PER_BLOCK {
+                    UNITS_PER_BLOCK
+                } else {
+                    1
+                };
+                // A chunk of a VA block or more takes fresh blocks when the arena has them side by
+                // side, without a search through the small space's holes (the tail of its last
+                // block stays free for small chunks).
+                let fresh = match align {
+                    UNITS_PER_BLOCK => self.grow_small(units.div_ceil(UNITS_PER_BLOCK)),
+                    _ => None,
+                };
+                let recycled = match fresh {
+                    None => self.recycled.take(units),
+                    Some(_) => None,
+                };
+                let unit = match (fresh, recycled) {
+                    (Some(block), _) => {
+                        let unit = block * UNITS_PER_BLOCK;
+                        self.small
+                            .alloc_at(unit, units)
+                            .expect("blocks just joined are free");
+                        self.count_small(unit, units, true);
+                        unit
+                    }
+                    (None, Some(unit)) => unit,
+                    (None, None) => {
+                        let mut run = self.small_run(units, align);
                         if matches!(run, Err(OrTreeError::NoSpace { .. }))
                             && !self.recycled.is_empty()
                         {
                             self.release_recycled();
-                            run = self.small.alloc_run(units, 1);
+                            run = self.small_run(units, align);
                         }
-                        if matches!(run, Err(OrTreeError::NoSpace { .. })) && self.grow_small() {
-                            run = self.small.alloc_run(units, 1);
+                        if matches!(run, Err(OrTreeError::NoSpace { .. }))
+                            && self.grow_small(units.div_ceil(UNITS_PER_BLOCK)).is_some()
+                        {
+                            run = self.small_run(units, align);
                         }
                         let unit = run_or_oom(run)?;
                         self.count_small(unit, units, true);
+                        if units >= NEXT_FIT_UNITS {
+                            self.next_fit = unit + units;
+                        }
                         unit
                     }
                 };
@@ -493,6 +582,7 @@ impl Segment {
         sizes[0] = geometry.lane_span;
         let (base, _) = self.alloc(geometry, &sizes, Arrangement::Contiguous)?;
         self.chunks.find_mut(base).expect("just placed").cache_class = Some(class as u8);
+        self.object_bytes -= geometry.chunk_bytes;
         Ok(base)
     }
 
@@ -642,10 +732,10 @@ impl Segment {
             chunk.live &= !freed;
             for lane in set_lanes(in_chunk & !freed) {
                 let mut outcome = Self::judge(chunk, handles[lane]);
-                // Inside a live object, exactly where an older portion or large object started:
-                // the handle of that freed object, under a newer chunk (a double free).
+                // Inside a live object, exactly where an older object started: the handle of
+                // that freed object, under a newer chunk (a double free).
                 if outcome == LaneStatus::InteriorPointer
-                    && self.generations.tile_start_seen(handles[lane].address())
+                    && is_stale_start(&self.generations, chunk, handles[lane])
                 {
                     outcome = LaneStatus::DoubleFree;
                 }
@@ -709,6 +799,9 @@ impl Segment {
     /// bounds go back to their structures.
     fn release(&mut self, base: u64) {
         let chunk = self.chunks.remove(base).expect("released chunks are live");
+        if chunk.cache_class.is_none() {
+            self.object_bytes -= chunk.bytes;
+        }
         let (bytes, place) = (chunk.bytes, chunk.place);
         self.quarantine.push_back((base, bytes, place));
         self.quarantined_bytes += bytes;
@@ -754,6 +847,19 @@ impl Segment {
         self.arena.check_invariants().map_err(|e| e.to_string())?;
         self.small.check_invariants().map_err(|e| e.to_string())?;
         self.recycled.check()?;
+        self.generations.check()?;
+        let objects: u64 = self
+            .chunks
+            .iter()
+            .filter(|c| c.cache_class.is_none())
+            .map(|c| c.bytes)
+            .sum();
+        if objects != self.object_bytes {
+            return Err(format!(
+                "object chunks hold {objects} bytes but {} are counted",
+                self.object_bytes
+            ));
+        }
         self.pool
             .check_invariants(&self.arena)
             .map_err(|e| e.to_string())?;

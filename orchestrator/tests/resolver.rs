@@ -266,7 +266,15 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
                 match Status::from_code(reply.status) {
                     Some(Status::Ok) => {
                         let handles = orchestrator::cpu::handles_from_reply(&reply, &masked);
-                        prop_assert_eq!(reply.layout == CONTIGUOUS_LAYOUT, contiguous);
+                        // A request is packed when its chunk by the size-class table would be
+                        // over twice the packed bytes (and small ones always are).
+                        if let Some(table) = Geometry::of(&masked, &r.config().geometry).unwrap() {
+                            let packed: u64 = masked.iter().map(|s| s.next_multiple_of(16)).sum();
+                            let packs =
+                                table.class == SizeClass::Small || table.chunk_bytes > 2 * packed;
+                            prop_assert_eq!(reply.layout == CONTIGUOUS_LAYOUT, contiguous || packs);
+                            prop_assert_eq!(reply.size_class == SizeClass::Small as u32, packs);
+                        }
                         for lane in 0..32 {
                             prop_assert_eq!(handles[lane].is_null(), masked[lane] == 0);
                             if masked[lane] > 0 {
@@ -558,9 +566,8 @@ fn segments_fill_in_order_and_refuse_overlap() {
     );
     assert!(r.add_segment(second + 1, 4).is_err(), "not 2 MiB aligned");
     let large = |r: &mut Resolver| {
-        let mut sizes = [0u64; 32];
-        sizes[0] = 100 << 10; // 2 units: a 4 MiB chunk of 2 VABlocks
-        r.alloc(&sizes, Arrangement::Contiguous)
+        // Lanes of 100 KiB, arranged: 2 units, a 4 MiB chunk of 2 VABlocks.
+        r.alloc(&[100 << 10; 32], Arrangement::Arranged(SlotOrder::Pattern))
     };
     let first = large(&mut r).unwrap();
     assert!(first.chunk_base < BASE + (4 << 21));
@@ -584,6 +591,9 @@ fn segments_fill_in_order_and_refuse_overlap() {
         outcomes[..3],
         [LaneStatus::Ok, LaneStatus::Ok, LaneStatus::InvalidHandle]
     );
+    for h in first.handles[1..].iter().chain(&moved.handles[1..]) {
+        assert_eq!(r.free(*h), LaneStatus::Ok);
+    }
     r.check_invariants().unwrap();
     r.drain_quarantine();
     assert!(r.is_empty());
@@ -731,7 +741,45 @@ fn arrangement_reaches_the_handles() {
     assert!(a.handles.iter().all(|h| h.kind() == HandleKind::Arranged));
     let c = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
     assert!(c.handles.iter().all(|h| h.kind() == HandleKind::Plain));
+    assert_eq!(c.arrangement, Arrangement::Contiguous);
+    // Lanes of one size: the table's chunk (1.28x the packed bytes), at lane_span strides.
     assert_eq!(c.handles[3].address(), c.chunk_base + 3 * (128 << 10));
+    // Lanes that diverge, asked contiguous: packed, each right after the one before.
+    let mut diverging = [1000u64; 32];
+    diverging[0] = 100 << 10;
+    let p = r.alloc(&diverging, Arrangement::Contiguous).unwrap();
+    assert_eq!(p.geometry.unwrap().class, SizeClass::Small);
+    assert_eq!(
+        p.handles[3].address(),
+        p.chunk_base + (100 << 10) + 2 * 1008
+    );
+    // An arranged request whose lanes diverge (one 3 MiB lane, the rest 100 B) is packed too.
+    let mut mixed = [100u64; 32];
+    mixed[6] = 3 << 20;
+    let m = r
+        .alloc(&mixed, Arrangement::Arranged(SlotOrder::Pattern))
+        .unwrap();
+    assert_eq!(m.arrangement, Arrangement::Contiguous);
+    assert!(m.handles.iter().all(|h| h.kind() == HandleKind::Plain));
+    assert_eq!(m.handles[7].address(), m.chunk_base + 6 * 112 + (3 << 20));
+    assert_eq!(m.geometry.unwrap().chunk_bytes, 31 * 112 + (3 << 20));
+    assert_eq!(
+        m.chunk_base % (2 << 20),
+        0,
+        "a packed chunk of a VABlock or more starts on one"
+    );
+    for h in a
+        .handles
+        .iter()
+        .chain(&c.handles)
+        .chain(&p.handles)
+        .chain(&m.handles)
+    {
+        assert_eq!(r.free(*h), LaneStatus::Ok);
+    }
+    r.check_invariants().unwrap();
+    r.drain_quarantine();
+    assert!(r.is_empty());
 }
 
 /// A chunk that starts elsewhere can put a lane object at exactly the address a stale handle
@@ -794,18 +842,19 @@ fn a_stale_handle_never_frees_a_new_object_at_its_address() {
 #[test]
 fn quarantine_delays_reuse_but_never_causes_out_of_memory() {
     let mut r = resolver();
-    let sizes = [40 << 10; 32]; // one VABlock each; 48 fit
-    let first = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
+    let sizes = [40 << 10; 32]; // arranged, one VABlock each; 48 fit
+    let arranged = Arrangement::Arranged(SlotOrder::Pattern);
+    let first = r.alloc(&sizes, arranged).unwrap();
     for h in first.handles {
         assert_eq!(r.free(h), LaneStatus::Ok);
     }
-    let second = r.alloc(&sizes, Arrangement::Contiguous).unwrap();
+    let second = r.alloc(&sizes, arranged).unwrap();
     assert_ne!(
         second.chunk_base, first.chunk_base,
         "a quarantined place is not reused at once"
     );
     let mut held = vec![second];
-    while let Ok(a) = r.alloc(&sizes, Arrangement::Contiguous) {
+    while let Ok(a) = r.alloc(&sizes, arranged) {
         held.push(a);
     }
     assert_eq!(
@@ -1113,7 +1162,7 @@ fn an_added_segment_keeps_the_first_segments_configuration() {
     // Fill the first segment: a large chunk in its second block, and 64 KiB small chunks over
     // every unit of its small block (32 x 256 units).
     let arranged = Arrangement::Arranged(SlotOrder::Pattern);
-    let large = r.alloc(&[40 << 10; 32], Arrangement::Contiguous).unwrap();
+    let large = r.alloc(&[40 << 10; 32], arranged).unwrap();
     assert!(large.chunk_base < BASE + (2 << 21));
     let mut filler: Vec<_> = (0..32)
         .map(|_| r.alloc(&[2048; 32], arranged).unwrap())
@@ -1154,22 +1203,22 @@ fn growth_is_signalled_past_the_mark_and_on_no_room() {
         seen.fetch_add(1, Ordering::Relaxed);
     }));
     let arranged = Arrangement::Arranged(SlotOrder::Pattern);
-    // One lane of 320 KiB: a large chunk of 5 blocks; with the small space, 6 of 8 (not past 6).
-    let a = r.alloc(&one_lane(5 * (64 << 10)), arranged).unwrap();
+    // Lanes of 320 KiB: a large chunk of 5 blocks; with the small space, 6 of 8 (not past 6).
+    let a = r.alloc(&[5 * (64 << 10); 32], arranged).unwrap();
     assert_eq!(signals.load(Ordering::Relaxed), 0, "below the mark");
-    let b = r.alloc(&one_lane(64 << 10), arranged).unwrap();
+    let b = r.alloc(&[64 << 10; 32], arranged).unwrap();
     assert_eq!(
         signals.load(Ordering::Relaxed),
         1,
         "7 of 8 blocks: past the mark"
     );
     assert_eq!(
-        r.alloc(&one_lane(2 * (64 << 10)), arranged),
+        r.alloc(&[2 * (64 << 10); 32], arranged),
         Err(Status::OutOfMemory)
     );
     assert_eq!(signals.load(Ordering::Relaxed), 2, "no room");
-    for h in [a.handles[0], b.handles[0]] {
-        assert_eq!(r.free(h), LaneStatus::Ok);
+    for h in a.handles.iter().chain(&b.handles) {
+        assert_eq!(r.free(*h), LaneStatus::Ok);
     }
 }
 

@@ -159,23 +159,55 @@ impl OrTree {
     pub fn find_run(&mut self, count: usize, align: usize) -> Result<Option<usize>, OrTreeError> {
         check_run_request(count, align, self.len)?;
         self.refresh_reach();
+        Ok(self.find_run_between(count, align, 0, self.len))
+    }
+
+    /// Allocate the first run of `count` free units starting at a multiple of `align` at or
+    /// after unit `hint`, else the leftmost one before it (next fit: a caller that places runs
+    /// one after another starts where the last one ended instead of searching every hole from
+    /// the left again).
+    pub fn alloc_run_from(
+        &mut self,
+        count: usize,
+        align: usize,
+        hint: usize,
+    ) -> Result<usize, OrTreeError> {
+        check_run_request(count, align, self.len)?;
+        self.refresh_reach();
+        let hint = hint.min(self.len);
+        let start = self
+            .find_run_between(count, align, hint, self.len)
+            .or_else(|| self.find_run_between(count, align, 0, (hint + count).min(self.len)))
+            .ok_or(OrTreeError::NoSpace { count, align })?;
+        self.mark_allocated(start, count);
+        Ok(start)
+    }
+
+    /// The first aligned run of `count` free units starting at or after `from` and ending at
+    /// or before `end` (reach classes fresh).
+    fn find_run_between(
+        &self,
+        count: usize,
+        align: usize,
+        from: usize,
+        end: usize,
+    ) -> Option<usize> {
         let class = floor_log2_capped(count) as usize;
-        let mut from = 0;
-        while from + count <= self.len {
+        let mut from = from;
+        while from + count <= end {
             let candidate = if class == 0 {
                 self.units.next_set(from).map(|unit| unit / WORD_BITS)
             } else {
                 self.reach[class - 1].next_set(from / WORD_BITS)
             };
-            let Some(word) = candidate else {
-                return Ok(None);
-            };
+            let word = candidate?;
             match self.fit_in_word(word, from.max(word * WORD_BITS), count, align) {
-                Ok(start) => return Ok(Some(start)),
+                Ok(start) if start + count <= end => return Some(start),
+                Ok(_) => return None,
                 Err(next) => from = next,
             }
         }
-        Ok(None)
+        None
     }
 
     /// The leftmost aligned start in `word` at or after `from` with `count` free units.

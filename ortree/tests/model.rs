@@ -39,6 +39,23 @@ impl Model {
             .find(|&s| self.free[s..s + count].iter().all(|&f| f)))
     }
 
+    /// Next fit: the first fitting aligned start at or after `hint`, else the leftmost before it.
+    fn find_run_from(
+        &self,
+        count: usize,
+        align: usize,
+        hint: usize,
+    ) -> Result<Option<usize>, OrTreeError> {
+        self.find_run(count, align)?;
+        let len = self.free.len();
+        let fits = |s: &usize| self.free[*s..*s + count].iter().all(|&f| f);
+        let hint = hint.min(len);
+        let after = (hint.next_multiple_of(align)..=len - count)
+            .step_by(align)
+            .find(fits);
+        Ok(after.or_else(|| (0..=len - count).step_by(align).find(fits)))
+    }
+
     fn set(&mut self, start: usize, count: usize, free: bool) {
         self.free[start..start + count].fill(free);
     }
@@ -83,6 +100,12 @@ enum Op {
         count: usize,
         align_log2: u32,
     },
+    /// A run by next fit from `hint`.
+    AllocRunFrom {
+        count: usize,
+        align_log2: u32,
+        hint: usize,
+    },
     /// Free a run the model knows is live (picked by index).
     FreeLive {
         pick: usize,
@@ -107,6 +130,8 @@ fn op(len: usize) -> impl Strategy<Value = Op> {
         4 => Just(Op::AllocOne),
         4 => (0..=(len.min(130) + 1), 0u32..8)
             .prop_map(|(count, align_log2)| Op::AllocRun { count, align_log2 }),
+        2 => (0..=(len.min(130) + 1), 0u32..8, 0..span)
+            .prop_map(|(count, align_log2, hint)| Op::AllocRunFrom { count, align_log2, hint }),
         6 => any::<usize>().prop_map(|pick| Op::FreeLive { pick }),
         1 => (0..span, 0..(len.min(70) + 2)).prop_map(|(start, count)| Op::FreeAny { start, count }),
         1 => (0..span, 0..(len.min(70) + 2)).prop_map(|(start, count)| Op::AllocAt { start, count }),
@@ -114,16 +139,16 @@ fn op(len: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// An allocation's answer must be the model's: the leftmost fitting run, `NoSpace`, or the same
-/// argument error. A successful one is applied to the model and listed as live.
+/// An allocation's answer must be the model's (`want`: its run, none, or the same argument
+/// error), `NoSpace` for none. A successful one is applied to the model and listed as live.
 fn expect_alloc(
     model: &mut Model,
     live: &mut Vec<(usize, usize)>,
     got: Result<usize, OrTreeError>,
-    count: usize,
-    align: usize,
+    want: Result<Option<usize>, OrTreeError>,
+    (count, align): (usize, usize),
 ) -> Result<(), TestCaseError> {
-    match model.find_run(count, align) {
+    match want {
         Ok(Some(s)) => {
             prop_assert_eq!(got, Ok(s));
             model.set(s, count, false);
@@ -159,7 +184,18 @@ fn run_ortree(len: usize, ops: &[Op]) -> Result<(), TestCaseError> {
                 let align = 1 << align_log2;
                 prop_assert_eq!(tree.find_run(count, align), model.find_run(count, align));
                 let got = tree.alloc_run(count, align);
-                expect_alloc(&mut model, &mut live, got, count, align)?;
+                let want = model.find_run(count, align);
+                expect_alloc(&mut model, &mut live, got, want, (count, align))?;
+            }
+            Op::AllocRunFrom {
+                count,
+                align_log2,
+                hint,
+            } => {
+                let align = 1 << align_log2;
+                let got = tree.alloc_run_from(count, align, hint);
+                let want = model.find_run_from(count, align, hint);
+                expect_alloc(&mut model, &mut live, got, want, (count, align))?;
             }
             Op::FreeLive { pick } => {
                 if !live.is_empty() {
@@ -214,7 +250,8 @@ fn run_binary(len: usize, ops: &[Op]) -> Result<(), TestCaseError> {
                     _ => (1, 1),
                 };
                 let got = tree.alloc_run(count, align);
-                expect_alloc(&mut model, &mut live, got, count, align)?;
+                let want = model.find_run(count, align);
+                expect_alloc(&mut model, &mut live, got, want, (count, align))?;
             }
             Op::FreeLive { pick } if !live.is_empty() => {
                 let (s, c) = live.swap_remove(pick % live.len());

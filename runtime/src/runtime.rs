@@ -334,6 +334,13 @@ impl Runtime {
             .snapshot()
     }
 
+    /// Bytes the host holds for live objects: the chunks of warp and host allocations, their
+    /// rounding and packing included. What the device caches hold is in
+    /// [`Runtime::cache_stats`] (`held_bytes`).
+    pub fn object_bytes(&self) -> u64 {
+        self.resolver.lock().object_bytes()
+    }
+
     /// Live chunks (warp allocations with at least one object not freed).
     pub fn live_chunks(&self) -> usize {
         self.resolver.lock().live_chunks()
@@ -391,7 +398,9 @@ impl Runtime {
 
     /// An object of `bytes_each` bytes for each of `threads` threads, warp-arranged: what a
     /// kernel's warps would get from `am::malloc`, for host code that fills buffers before a
-    /// launch. All or nothing: on failure, nothing stays allocated.
+    /// launch (so a last warp of a few threads, whose arranged chunk would be over twice their
+    /// bytes, is packed, with plain handles that [`Runtime::read`] and `am::ptr` read alike).
+    /// All or nothing: on failure, nothing stays allocated.
     pub fn alloc_arranged(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {
         self.with_growth(|| self.alloc_arranged_once(threads, bytes_each))
     }
@@ -757,8 +766,8 @@ mod tests {
             idle <= 1,
             "the grower looked {idle} times with nothing allocated"
         );
-        // 6 of the 8 blocks for one large object, plus the small space: past the mark.
-        let big = rt.alloc(6 * (64 << 10)).unwrap();
+        // 6 of the 8 blocks for one object of 12 MiB, plus the small space: past the mark.
+        let big = rt.alloc(6 * (2 << 20)).unwrap();
         let started = std::time::Instant::now();
         while rt.arena_segments().len() < 2 {
             assert!(

@@ -525,9 +525,11 @@ fn builder_settings_reach_the_resolver() {
             builder = builder.quarantine_chunks(chunks);
         }
         let rt = builder.build().unwrap();
-        let a = rt.alloc(100 << 10).unwrap();
+        // 8 KiB: a packed chunk short enough to be placed leftmost-first (longer ones go by
+        // next fit and would move on regardless).
+        let a = rt.alloc(8 << 10).unwrap();
         rt.free(a).unwrap();
-        let b = rt.alloc(100 << 10).unwrap();
+        let b = rt.alloc(8 << 10).unwrap();
         rt.free(b).unwrap();
         (a.address(), b.address())
     };

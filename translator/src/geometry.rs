@@ -11,8 +11,21 @@
 //! Invariants: `chunk_bytes == units * unit_bytes(class)`; for portion and large,
 //! `chunk_bytes == 32 * lane_span` and `lane_span` is a multiple of the tile; a portion chunk is a
 //! warptree of a power-of-two number of leaves (2..=16).
+//!
+//! What a request is given ([`Geometry::for_request`]) follows what its lanes ask, not 32 times
+//! the largest lane. A request keeps the table above (arranged, or thread-contiguous at
+//! `lane_span` strides) while its chunk is at most [`ARRANGED_MAX_EXPANSION`] times its *packed*
+//! size, which holds for every warp whose active lanes all ask one size; a warp whose lanes
+//! diverge further is packed: the small class's layout at any size, each lane's object at the
+//! exclusive prefix sum of the rounded sizes of the lanes before it ([`Geometry::packed`]), so
+//! the chunk is the bytes asked plus at most 15 per lane, and its lanes get plain handles (which
+//! `translate` and `am::ptr` read like arranged ones). The table's chunks are placed in O(1)
+//! structures with coarse bookkeeping (warptrees, runs of VA blocks); packed ones in the small
+//! space's 256-byte units, which costs more per byte, so a request is packed only where that
+//! saves memory.
 
 use crate::error::LayoutError;
+use crate::handle::Arrangement;
 use crate::{
     LEAF_BYTES, MAX_TILE_LOG2, MIN_TILE_LOG2, SMALL_ALIGN, SMALL_UNIT_BYTES, VABLOCK_BYTES,
     WARP_LANES,
@@ -40,6 +53,12 @@ impl SizeClass {
         }
     }
 }
+
+/// A chunk of the size-class table may be at most this many times the request's packed size; a
+/// request whose table chunk would be larger is packed (see the module docs). Tiles and spans
+/// round a lane up to less than twice its size, so a warp whose lanes ask one size keeps the
+/// table's placement.
+pub const ARRANGED_MAX_EXPANSION: u64 = 2;
 
 /// The per-lane limit can be set at most this high (1 TiB).
 pub const MAX_LANE_BYTES_LIMIT: u64 = 1 << 40;
@@ -121,62 +140,56 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    /// The geometry for these lane sizes; `Ok(None)` when every lane asks 0.
+    /// The geometry of the table above for these lane sizes (what an arranged request whose
+    /// lanes agree is given; [`Geometry::for_request`] decides for any request); `Ok(None)` when
+    /// every lane asks 0.
     pub fn of(
         sizes: &[u64; WARP_LANES],
         config: &GeometryConfig,
     ) -> Result<Option<Self>, LayoutError> {
-        // One pass for the largest size and the packed bytes (the host resolves millions of
-        // requests a second); the packed sum may wrap only when some size is over the limit,
-        // and then it is not used.
-        let (max, packed) = sizes.iter().fold((0u64, 0u64), |(max, packed), &s| {
-            (max.max(s), packed.wrapping_add(round16(s)))
-        });
-        if max > config.max_lane_bytes {
-            let lane = sizes
-                .iter()
-                .position(|&s| s > config.max_lane_bytes)
-                .expect("the largest size is over the limit");
-            return Err(LayoutError::SizeOverLimit {
-                lane: lane as u32,
-                size: sizes[lane],
-                limit: config.max_lane_bytes,
-            });
-        }
+        let max = check_limit(sizes, config)?;
+        Ok(match max {
+            0 => None,
+            m if m <= config.small_max => Some(packed_of(sizes, m)),
+            m => Some(arranged_of(m, config)),
+        })
+    }
+
+    /// The packed geometry of these lane sizes: the small class's layout whatever the sizes (each
+    /// lane's object at the prefix sum of the 16-byte rounded sizes before it), in runs of
+    /// 256 B units. `Ok(None)` when every lane asks 0; over the limit as [`Geometry::of`].
+    pub fn packed(
+        sizes: &[u64; WARP_LANES],
+        config: &GeometryConfig,
+    ) -> Result<Option<Self>, LayoutError> {
+        let max = check_limit(sizes, config)?;
+        Ok((max > 0).then(|| packed_of(sizes, max)))
+    }
+
+    /// What a request laid out as `arrangement` is given: its geometry and the arrangement its
+    /// lanes' handles follow (see the module docs). [`Geometry::of`] with the arrangement asked
+    /// for, unless that chunk is over [`ARRANGED_MAX_EXPANSION`] times the packed one: then
+    /// packed and contiguous.
+    pub fn for_request(
+        sizes: &[u64; WARP_LANES],
+        config: &GeometryConfig,
+        arrangement: Arrangement,
+    ) -> Result<Option<(Self, Arrangement)>, LayoutError> {
+        let max = check_limit(sizes, config)?;
         if max == 0 {
             return Ok(None);
         }
-        let geometry = if max <= config.small_max {
-            let chunk_bytes = packed;
-            Self {
-                class: SizeClass::Small,
-                tile_log2: 0,
-                lane_span: round16(max),
-                chunk_bytes,
-                units: chunk_bytes.div_ceil(SMALL_UNIT_BYTES),
-            }
-        } else if max <= config.portion_max {
-            let tile_log2 = max.next_power_of_two().trailing_zeros().max(MIN_TILE_LOG2);
-            let chunk_bytes = (WARP_LANES as u64) << tile_log2;
-            Self {
-                class: SizeClass::Portion,
-                tile_log2,
-                lane_span: 1 << tile_log2,
-                chunk_bytes,
-                units: chunk_bytes / LEAF_BYTES,
-            }
+        let packed = packed_of(sizes, max);
+        if max <= config.small_max {
+            return Ok(Some((packed, Arrangement::Contiguous)));
+        }
+        let table = arranged_of(max, config);
+        // The packed sum is at most 32 x 1 TiB: no overflow.
+        if table.chunk_bytes > ARRANGED_MAX_EXPANSION * packed.chunk_bytes {
+            Ok(Some((packed, Arrangement::Contiguous)))
         } else {
-            let lane_span = max.next_multiple_of(LEAF_BYTES);
-            let units = lane_span / LEAF_BYTES;
-            Self {
-                class: SizeClass::Large,
-                tile_log2: MAX_TILE_LOG2,
-                lane_span,
-                chunk_bytes: units * VABLOCK_BYTES,
-                units,
-            }
-        };
-        Ok(Some(geometry))
+            Ok(Some((table, arrangement)))
+        }
     }
 
     /// For the portion class: the warptree has `2^warptree_log2()` leaves.
@@ -187,6 +200,62 @@ impl Geometry {
     /// Whether lanes get arranged (tiled) handles.
     pub fn is_arranged(&self) -> bool {
         self.class != SizeClass::Small
+    }
+}
+
+/// The largest lane size; `SizeOverLimit` naming the first lane over the per-lane limit.
+fn check_limit(sizes: &[u64; WARP_LANES], config: &GeometryConfig) -> Result<u64, LayoutError> {
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    if max > config.max_lane_bytes {
+        let lane = sizes
+            .iter()
+            .position(|&s| s > config.max_lane_bytes)
+            .expect("the largest size is over the limit");
+        return Err(LayoutError::SizeOverLimit {
+            lane: lane as u32,
+            size: sizes[lane],
+            limit: config.max_lane_bytes,
+        });
+    }
+    Ok(max)
+}
+
+/// The packed (small-class) geometry of sizes whose largest is `max` (within the limit, so the
+/// sum of 32 rounded sizes cannot overflow).
+fn packed_of(sizes: &[u64; WARP_LANES], max: u64) -> Geometry {
+    let chunk_bytes: u64 = sizes.iter().map(|&s| round16(s)).sum();
+    Geometry {
+        class: SizeClass::Small,
+        tile_log2: 0,
+        lane_span: round16(max),
+        chunk_bytes,
+        units: chunk_bytes.div_ceil(SMALL_UNIT_BYTES),
+    }
+}
+
+/// The arranged geometry (portion or large) of a request whose largest lane asks `max`, over
+/// the small class's limit.
+fn arranged_of(max: u64, config: &GeometryConfig) -> Geometry {
+    if max <= config.portion_max {
+        let tile_log2 = max.next_power_of_two().trailing_zeros().max(MIN_TILE_LOG2);
+        let chunk_bytes = (WARP_LANES as u64) << tile_log2;
+        Geometry {
+            class: SizeClass::Portion,
+            tile_log2,
+            lane_span: 1 << tile_log2,
+            chunk_bytes,
+            units: chunk_bytes / LEAF_BYTES,
+        }
+    } else {
+        let lane_span = max.next_multiple_of(LEAF_BYTES);
+        let units = lane_span / LEAF_BYTES;
+        Geometry {
+            class: SizeClass::Large,
+            tile_log2: MAX_TILE_LOG2,
+            lane_span,
+            chunk_bytes: units * VABLOCK_BYTES,
+            units,
+        }
     }
 }
 
@@ -289,6 +358,76 @@ mod tests {
                 limit: 4 << 30
             }
         );
+    }
+
+    fn request(sizes: [u64; WARP_LANES], arrangement: Arrangement) -> (Geometry, Arrangement) {
+        Geometry::for_request(&sizes, &GeometryConfig::default(), arrangement)
+            .unwrap()
+            .unwrap()
+    }
+
+    const ARRANGED: Arrangement = Arrangement::Arranged(crate::SlotOrder::Pattern);
+
+    #[test]
+    fn contiguous_requests_whose_lanes_diverge_are_packed() {
+        let mut sizes = [100; 32];
+        sizes[17] = 3 << 20;
+        let (g, a) = request(sizes, Arrangement::Contiguous);
+        assert_eq!(a, Arrangement::Contiguous);
+        assert_eq!(g.class, SizeClass::Small);
+        assert_eq!(g.chunk_bytes, (3 << 20) + 31 * 112);
+        assert_eq!(g.units, g.chunk_bytes.div_ceil(256));
+        // One lane of 100 MiB takes 100 MiB, not 32 lanes' worth.
+        let (g, _) = request(one(0, 100 << 20), Arrangement::Contiguous);
+        assert_eq!(g.chunk_bytes, 100 << 20);
+        // Lanes of one size keep the table's chunk, laid out at lane_span strides.
+        let (g, a) = request([1 << 20; 32], Arrangement::Contiguous);
+        assert_eq!((g.class, a), (SizeClass::Large, Arrangement::Contiguous));
+        assert_eq!(g.chunk_bytes, 32 << 20);
+    }
+
+    #[test]
+    fn arranged_requests_stay_arranged_while_lanes_agree() {
+        // Every active lane one size: the tile rounds up by less than 2x.
+        for size in [2049, 4097, 5 << 10, (32 << 10) + 1, (64 << 10) + 1, 3 << 20] {
+            let (g, a) = request([size; 32], ARRANGED);
+            assert_eq!(a, ARRANGED, "{size}");
+            assert_eq!(
+                Some(g),
+                Geometry::of(&[size; 32], &GeometryConfig::default()).unwrap()
+            );
+        }
+        // Small sizes are packed as before.
+        assert_eq!(request([2048; 32], ARRANGED).1, Arrangement::Contiguous);
+    }
+
+    #[test]
+    fn arranged_requests_whose_lanes_diverge_are_packed() {
+        // One lane of 3 MiB among lanes of 100 B: 96 MiB arranged, 3 MiB packed.
+        let mut sizes = [100; 32];
+        sizes[5] = 3 << 20;
+        let (g, a) = request(sizes, ARRANGED);
+        assert_eq!((g.class, a), (SizeClass::Small, Arrangement::Contiguous));
+        assert_eq!(g.chunk_bytes, (3 << 20) + 31 * 112);
+        // Half the warp asking: 2x exactly stays arranged, past it is packed.
+        let mut half = [0; 32];
+        half[..16].fill(8 << 10);
+        assert_eq!(request(half, ARRANGED).1, ARRANGED);
+        let mut fewer = [0; 32];
+        fewer[..15].fill(8 << 10);
+        assert_eq!(request(fewer, ARRANGED).1, Arrangement::Contiguous);
+    }
+
+    #[test]
+    fn requests_check_the_limit_and_empty_warps_like_of() {
+        let cfg = GeometryConfig::default();
+        for arrangement in [ARRANGED, Arrangement::Contiguous] {
+            assert_eq!(Geometry::for_request(&[0; 32], &cfg, arrangement), Ok(None));
+            assert!(matches!(
+                Geometry::for_request(&one(9, u64::MAX), &cfg, arrangement),
+                Err(LayoutError::SizeOverLimit { lane: 9, .. })
+            ));
+        }
     }
 
     #[test]

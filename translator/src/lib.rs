@@ -15,7 +15,7 @@ pub mod handle;
 pub mod slot;
 
 pub use error::LayoutError;
-pub use geometry::{Geometry, GeometryConfig, SizeClass, small_offsets};
+pub use geometry::{ARRANGED_MAX_EXPANSION, Geometry, GeometryConfig, SizeClass, small_offsets};
 pub use handle::{
     Arrangement, CACHE_GENERATIONS_START, GENERATIONS, Handle, HandleKind, contiguous_handles,
     handles_at, lane_handles, lane_offsets, warp_handles,

@@ -154,3 +154,78 @@ proptest! {
         }
     }
 }
+
+/// Sizes as a mixed-size kernel asks them: most lanes small, some a few KiB, a few MiB-sized,
+/// some inactive; or a whole warp of one size.
+fn mixed_or_uniform() -> impl Strategy<Value = [u64; WARP_LANES]> {
+    let lane = prop_oneof![
+        2 => Just(0u64),
+        8 => 1u64..=256,
+        4 => 257u64..=4096,
+        3 => 4097u64..=(64 << 10),
+        1 => (1u64 << 20)..=(3 << 20),
+    ];
+    let mixed = prop::collection::vec(lane, WARP_LANES).prop_map(|v| v.try_into().unwrap());
+    let uniform = (1u64..=(4 << 20)).prop_map(|s| [s; WARP_LANES]);
+    prop_oneof![3 => mixed, 1 => uniform]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// What a request is given (`Geometry::for_request`): every lane's object inside the chunk,
+    /// no two lanes overlapping, objects 16-byte aligned; a packed chunk is the bytes asked plus
+    /// at most 15 per lane, any other at most twice the packed size, and a warp whose lanes all
+    /// ask one size keeps the placement of `Geometry::of` in the arrangement it asked for.
+    #[test]
+    fn requests_take_what_their_lanes_ask(sizes in mixed_or_uniform(), order in order(), contiguous in any::<bool>(), pick in any::<u64>()) {
+        let cfg = GeometryConfig::default();
+        let asked = translator::Arrangement::Arranged(order);
+        let wanted = if contiguous { translator::Arrangement::Contiguous } else { asked };
+        let Some((g, arrangement)) = Geometry::for_request(&sizes, &cfg, wanted).unwrap() else {
+            prop_assert!(sizes.iter().all(|&s| s == 0));
+            return Ok(());
+        };
+        let bytes: u64 = sizes.iter().sum();
+        let packed = sizes.iter().map(|&s| s.next_multiple_of(16)).sum::<u64>();
+        if g.class == SizeClass::Small {
+            prop_assert_eq!(arrangement, translator::Arrangement::Contiguous);
+            prop_assert_eq!(g.chunk_bytes, packed);
+            prop_assert!(g.chunk_bytes <= bytes + 15 * WARP_LANES as u64);
+        } else {
+            prop_assert_eq!(arrangement, wanted);
+            prop_assert!(g.chunk_bytes <= translator::ARRANGED_MAX_EXPANSION * packed);
+        }
+        if sizes.iter().all(|&s| s == sizes[0]) && sizes[0] > cfg.small_max() {
+            prop_assert_eq!(arrangement, wanted);
+            prop_assert_eq!(Some(g), Geometry::of(&sizes, &cfg).unwrap());
+        }
+        let base = base_for(&g, pick);
+        let handles = translator::lane_handles(&g, base, &sizes, arrangement, &[1; 32]).unwrap();
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for (lane, h) in handles.iter().enumerate() {
+            prop_assert_eq!(h.is_null(), sizes[lane] == 0);
+            if h.is_null() {
+                continue;
+            }
+            prop_assert_eq!(h.address() % 16, 0);
+            if h.kind() == HandleKind::Arranged {
+                // Tile-exact: each tile of the lane inside the chunk and tile-aligned.
+                let tile = 1u64 << h.tile_log2();
+                for k in 0..sizes[lane].div_ceil(tile) {
+                    let at = h.translate(k * tile) - base;
+                    prop_assert!(at + tile <= g.chunk_bytes);
+                    spans.push((at, at + tile));
+                }
+            } else {
+                let start = h.translate(0) - base;
+                prop_assert!(start + sizes[lane] <= g.chunk_bytes);
+                spans.push((start, start + sizes[lane]));
+            }
+        }
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            prop_assert!(pair[0].1 <= pair[1].0, "lanes overlap: {:?}", pair);
+        }
+    }
+}

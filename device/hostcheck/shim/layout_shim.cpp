@@ -19,6 +19,16 @@ int am_shim_geometry(const am::u64* sizes, am::u64 small_max, am::u64 portion_ma
   return am::geometry_of(sizes, config, out, bad_lane);
 }
 
+int am_shim_request_geometry(const am::u64* sizes, am::u64 small_max, am::u64 portion_max,
+                             am::u64 max_lane_bytes, unsigned layout, am::Geometry* out,
+                             unsigned* layout_out, unsigned* bad_lane) {
+  am::GeometryConfig config;
+  config.small_max = small_max;
+  config.portion_max = portion_max;
+  config.max_lane_bytes = max_lane_bytes;
+  return am::request_geometry_of(sizes, config, layout, out, layout_out, bad_lane);
+}
+
 void am_shim_default_config(am::GeometryConfig* out) { *out = am::default_geometry_config(); }
 
 am::u64 am_shim_small_offset(const am::u64* sizes, unsigned lane) {

@@ -57,6 +57,16 @@ unsafe extern "C" {
         out: *mut CGeometry,
         bad_lane: *mut u32,
     ) -> i32;
+    fn am_shim_request_geometry(
+        sizes: *const u64,
+        small_max: u64,
+        portion_max: u64,
+        max_lane_bytes: u64,
+        layout: u32,
+        out: *mut CGeometry,
+        layout_out: *mut u32,
+        bad_lane: *mut u32,
+    ) -> i32;
     fn am_shim_default_config(out: *mut CGeometryConfig);
     fn am_shim_small_offset(sizes: *const u64, lane: u32) -> u64;
     safe fn am_shim_handle_plain(address: u64, lane: u32) -> u64;
@@ -142,6 +152,36 @@ pub fn geometry(sizes: &[u64; 32], config: CGeometryConfig) -> Result<CGeometry,
     };
     match status {
         0 => Ok(out),
+        1 => Err(GeometryStatus::Empty),
+        _ => Err(GeometryStatus::OverLimit(bad_lane)),
+    }
+}
+
+/// `am::request_geometry_of`: the geometry a request laid out as `layout` (a slot order code,
+/// or `am::kLayoutContiguous`) is given, and the layout its handles follow.
+pub fn request_geometry(
+    sizes: &[u64; 32],
+    config: CGeometryConfig,
+    layout: u32,
+) -> Result<(CGeometry, u32), GeometryStatus> {
+    let mut out = CGeometry::default();
+    let mut layout_out = u32::MAX;
+    let mut bad_lane = u32::MAX;
+    // SAFETY: `sizes` has the 32 entries the header reads; the outputs are writable.
+    let status = unsafe {
+        am_shim_request_geometry(
+            sizes.as_ptr(),
+            config.small_max,
+            config.portion_max,
+            config.max_lane_bytes,
+            layout,
+            &mut out,
+            &mut layout_out,
+            &mut bad_lane,
+        )
+    };
+    match status {
+        0 => Ok((out, layout_out)),
         1 => Err(GeometryStatus::Empty),
         _ => Err(GeometryStatus::OverLimit(bad_lane)),
     }

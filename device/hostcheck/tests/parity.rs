@@ -3,9 +3,10 @@
 
 use hostcheck as cpp;
 use hostcheck::cases::Rng;
+use orchestrator::records::CONTIGUOUS_LAYOUT;
 use translator::{
-    Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder, contiguous_handles,
-    small_offsets, warp_handles,
+    Arrangement, Geometry, GeometryConfig, Handle, LayoutError, SizeClass, SlotOrder,
+    contiguous_handles, small_offsets, warp_handles,
 };
 
 const ROUNDS: usize = 1_000_000;
@@ -247,4 +248,64 @@ fn ptr_loads_and_stores_elements_that_straddle_tiles() {
         })
         .sum();
     assert_eq!(lane_bytes, chunk.iter().filter(|&&b| b != 0).count());
+}
+
+/// What a request is given (`Geometry::for_request` against `am::request_geometry_of`), for
+/// arranged (both slot orders) and contiguous requests, random and one-size warps: the same
+/// geometry and the same layout for the handles, and each outcome drawn often.
+#[test]
+fn request_geometry_agrees() {
+    let mut rng = Rng(0x33);
+    // Packed, kept arranged, empty or over the limit.
+    let mut seen = [0usize; 3];
+    let rounds = ROUNDS / 4;
+    for _ in 0..rounds {
+        let config = rng.config();
+        let mut sizes = rng.sizes(&config);
+        if rng.below(4) == 0 {
+            // A warp whose active lanes all ask one size.
+            let one = sizes.iter().copied().max().unwrap_or(0);
+            sizes.iter_mut().filter(|s| **s != 0).for_each(|s| *s = one);
+        }
+        let code = rng.below(3);
+        let (arrangement, layout) = match code {
+            2 => (Arrangement::Contiguous, CONTIGUOUS_LAYOUT),
+            _ => (Arrangement::Arranged(order_of(code)), code as u32),
+        };
+        let rust = Geometry::for_request(&sizes, &config, arrangement);
+        let c = cpp::request_geometry(&sizes, to_c(&config), layout);
+        match (rust, c) {
+            (Ok(Some((g, a))), Ok((cg, clayout))) => {
+                let want = cpp::CGeometry {
+                    size_class: g.class as u32,
+                    tile_log2: g.tile_log2,
+                    lane_span: g.lane_span,
+                    chunk_bytes: g.chunk_bytes,
+                    units: g.units,
+                };
+                assert_eq!(cg, want, "sizes {sizes:?} layout {layout}");
+                let rust_layout = match a {
+                    Arrangement::Contiguous => CONTIGUOUS_LAYOUT,
+                    Arrangement::Arranged(order) => order.code(),
+                };
+                assert_eq!(clayout, rust_layout, "sizes {sizes:?} layout {layout}");
+                seen[usize::from(a == Arrangement::Contiguous)] += 1;
+            }
+            (Ok(None), Err(cpp::GeometryStatus::Empty)) => seen[2] += 1,
+            (
+                Err(LayoutError::SizeOverLimit { lane, .. }),
+                Err(cpp::GeometryStatus::OverLimit(c)),
+            ) => {
+                assert_eq!(lane, c);
+                seen[2] += 1;
+            }
+            (r, c) => panic!("disagree on {sizes:?}: rust {r:?}, c++ {c:?}"),
+        }
+    }
+    assert!(
+        seen[0] > rounds / 10 && seen[1] > rounds / 10,
+        "arranged {} / packed {} of {rounds}",
+        seen[0],
+        seen[1]
+    );
 }

@@ -351,7 +351,8 @@ am_status am_register_unit(am_unit_binder binder);
 am_status am_alloc(const struct am_runtime *runtime, uint64_t bytes, am_handle *handle);
 
 // An object of `bytes_each` bytes for each of `threads` threads, warp-arranged as a kernel's
-// warps would get them from `am::malloc`: `handles[t]` is thread `t`'s. All or nothing.
+// warps would get them from `am::malloc` (a last warp of a few threads is packed, with plain
+// handles that `am::ptr` reads alike): `handles[t]` is thread `t`'s. All or nothing.
 //
 // # Safety
 // `handles` is null or writable for `threads` handles.

@@ -304,7 +304,8 @@ pub unsafe extern "C" fn am_alloc(
 }
 
 /// An object of `bytes_each` bytes for each of `threads` threads, warp-arranged as a kernel's
-/// warps would get them from `am::malloc`: `handles[t]` is thread `t`'s. All or nothing.
+/// warps would get them from `am::malloc` (a last warp of a few threads is packed, with plain
+/// handles that `am::ptr` reads alike): `handles[t]` is thread `t`'s. All or nothing.
 ///
 /// # Safety
 /// `handles` is null or writable for `threads` handles.

@@ -87,28 +87,33 @@ enum GeometryStatus : int { kGeometryOk = 0, kGeometryEmpty = 1, kGeometryOverLi
 
 AM_HD u64 round16(u64 size) { return (size + (kSmallAlign - 1)) & ~(kSmallAlign - 1); }
 
-// Geometry of one warp request (`sizes` has 32 entries, 0 for inactive lanes). Returns
-// kGeometryEmpty when every lane asks 0, kGeometryOverLimit (and the first such lane in
-// `*bad_lane`) when a lane asks more than max_lane_bytes.
-AM_HD int geometry_of(const u64* sizes, const GeometryConfig& config, Geometry* out, u32* bad_lane) {
-  u64 max = 0;
+// The largest lane size, or kGeometryOverLimit (the first such lane in `*bad_lane`).
+AM_HD int largest_lane(const u64* sizes, const GeometryConfig& config, u64* max, u32* bad_lane) {
+  *max = 0;
   for (u32 lane = 0; lane < kWarpLanes; ++lane) {
     if (sizes[lane] > config.max_lane_bytes) {
       *bad_lane = lane;
       return kGeometryOverLimit;
     }
-    if (sizes[lane] > max) max = sizes[lane];
+    if (sizes[lane] > *max) *max = sizes[lane];
   }
-  if (max == 0) return kGeometryEmpty;
-  if (max <= config.small_max) {
-    u64 chunk = 0;
-    for (u32 lane = 0; lane < kWarpLanes; ++lane) chunk += round16(sizes[lane]);
-    out->size_class = kClassSmall;
-    out->tile_log2 = 0;
-    out->lane_span = round16(max);
-    out->chunk_bytes = chunk;
-    out->units = (chunk + kSmallUnitBytes - 1) / kSmallUnitBytes;
-  } else if (max <= config.portion_max) {
+  return *max == 0 ? kGeometryEmpty : kGeometryOk;
+}
+
+// The packed (small-class) geometry: each lane at the prefix sum of the rounded sizes before it.
+AM_HD void packed_geometry(const u64* sizes, u64 max, Geometry* out) {
+  u64 chunk = 0;
+  for (u32 lane = 0; lane < kWarpLanes; ++lane) chunk += round16(sizes[lane]);
+  out->size_class = kClassSmall;
+  out->tile_log2 = 0;
+  out->lane_span = round16(max);
+  out->chunk_bytes = chunk;
+  out->units = (chunk + kSmallUnitBytes - 1) / kSmallUnitBytes;
+}
+
+// The arranged geometry (portion or large) of a request whose largest lane, over small_max, is `max`.
+AM_HD void arranged_geometry(u64 max, const GeometryConfig& config, Geometry* out) {
+  if (max <= config.portion_max) {
     u32 t = kMinTileLog2;
     while ((1ull << t) < max) ++t;
     out->size_class = kClassPortion;
@@ -123,6 +128,48 @@ AM_HD int geometry_of(const u64* sizes, const GeometryConfig& config, Geometry* 
     out->lane_span = span;
     out->units = span / kLeafBytes;
     out->chunk_bytes = out->units * kVablockBytes;
+  }
+}
+
+// Geometry of one warp request by the size-class table (`sizes` has 32 entries, 0 for inactive
+// lanes). Returns kGeometryEmpty when every lane asks 0, kGeometryOverLimit (and the first such
+// lane in `*bad_lane`) when a lane asks more than max_lane_bytes.
+AM_HD int geometry_of(const u64* sizes, const GeometryConfig& config, Geometry* out, u32* bad_lane) {
+  u64 max = 0;
+  const int status = largest_lane(sizes, config, &max, bad_lane);
+  if (status != kGeometryOk) return status;
+  if (max <= config.small_max) {
+    packed_geometry(sizes, max, out);
+  } else {
+    arranged_geometry(max, config, out);
+  }
+  return kGeometryOk;
+}
+
+// A chunk of the size-class table may be at most this many times the request's packed size
+// (translator's ARRANGED_MAX_EXPANSION).
+constexpr u64 kArrangedMaxExpansion = 2;
+
+// `ReplyRecord::layout` of thread-contiguous chunks; arranged chunks carry their SlotOrder.
+constexpr u32 kLayoutContiguous = 0xFF;
+
+// What a request laid out as `layout` (a SlotOrder, or kLayoutContiguous) is given, as the host
+// decides it (translator's Geometry::for_request): geometry_of in the layout asked for, unless
+// that chunk is over kArrangedMaxExpansion times the packed one; then packed, with `*layout_out`
+// kLayoutContiguous. Statuses as geometry_of.
+AM_HD int request_geometry_of(const u64* sizes, const GeometryConfig& config, u32 layout,
+                              Geometry* out, u32* layout_out, u32* bad_lane) {
+  u64 max = 0;
+  const int status = largest_lane(sizes, config, &max, bad_lane);
+  if (status != kGeometryOk) return status;
+  packed_geometry(sizes, max, out);
+  *layout_out = kLayoutContiguous;
+  if (max <= config.small_max) return kGeometryOk;
+  Geometry arranged;
+  arranged_geometry(max, config, &arranged);
+  if (arranged.chunk_bytes <= kArrangedMaxExpansion * out->chunk_bytes) {
+    *out = arranged;
+    *layout_out = layout;
   }
   return kGeometryOk;
 }
@@ -168,8 +215,6 @@ AM_HD u64 chunk_base_of(u64 h, u32 order) {
   return handle_address(h) - ((u64)slot_of(order, handle_lane(h)) << handle_tile_log2(h));
 }
 
-// `ReplyRecord::layout` of thread-contiguous chunks; arranged chunks carry their SlotOrder.
-constexpr u32 kLayoutContiguous = 0xFF;
 
 // A lane's handle, given its small-class offset (ignored for other classes) and the chunk's
 // layout (a SlotOrder, or kLayoutContiguous). The one formula every lane-handle function uses.
