@@ -6,11 +6,21 @@
 //!   and frees it;
 //! - `scaling`: 128 to 262 144 threads at 1 KiB and at 8 KiB;
 //! - `floor`: the singular test's threads asking 0 bytes: what launching and waiting for the
-//!   kernels costs without any allocation (the least any row can take).
+//!   kernels costs without any allocation (the least any row can take);
+//! - `mixed`: `--mixed-threads` threads (262 144) each asking a size drawn from a mix of what
+//!   general code asks ([`MIX`]: 0 B 6%, 1-256 B 52%, 257 B-4 KiB 29%, 4-64 KiB 12.6%, 1-3 MiB
+//!   0.4%, uniform within each band, seeded), every byte of every object written and checked;
+//!   its rows report the bytes asked and the footprint (bytes the allocator held for the objects
+//!   after the allocation kernel: the host's chunks, rounding and packing included, plus the
+//!   slabs the device caches held). Besides the checks every test makes, the run fails when
+//!   alignmalloc's footprint is over [`FOOTPRINT_BOUND_CONTIGUOUS`] (`malloc_contiguous`) or
+//!   [`FOOTPRINT_BOUND_ARRANGED`] (`malloc`) times the bytes asked.
 //!
 //! Systems, on the same sizes in the same run: `alignmalloc` (`am::malloc`),
-//! `alignmalloc-contiguous` (`am::malloc_contiguous`, arrangement off) and `cuda-malloc` (CUDA's
-//! device heap, sized for the largest round; GPU only). Each round is also checked: every thread
+//! `alignmalloc-contiguous` (`am::malloc_contiguous`, arrangement off), `cuda-malloc` (CUDA's
+//! device heap, sized for the largest round; GPU only) and `gallatin` (Gallatin's device
+//! allocator over a pool as large as the arena; GPU only, when its harness is built:
+//! bench/gallatin/build.sh, [`gallatin`]). Each round is also checked: every thread
 //! tags the first and last word of its object and a second kernel reads the tags back (an
 //! overlap or a wrong handle shows as a bad object); every status must be Ok and, after the frees,
 //! the allocator must be empty with its invariants intact.
@@ -27,6 +37,7 @@
 //! the host's, not a GPU's, and the report says so.
 
 mod devices;
+mod gallatin;
 mod gpu;
 mod sim;
 
@@ -54,6 +65,8 @@ pub enum System {
     AlignmallocContiguous = 1,
     /// CUDA's in-kernel `malloc`.
     CudaMalloc = 2,
+    /// Gallatin's `malloc`, through its harness (bench/gallatin).
+    Gallatin = 3,
 }
 
 impl System {
@@ -63,8 +76,46 @@ impl System {
             System::Alignmalloc => "alignmalloc",
             System::AlignmallocContiguous => "alignmalloc-contiguous",
             System::CudaMalloc => "cuda-malloc",
+            System::Gallatin => "gallatin",
         }
     }
+
+    /// Whether this is one of alignmalloc's own rows (a failure there fails the run).
+    fn is_ours(self) -> bool {
+        matches!(self, System::Alignmalloc | System::AlignmallocContiguous)
+    }
+}
+
+/// The `mixed` test's size bands, per thread: (per mille, smallest, largest), uniform within a
+/// band.
+pub const MIX: [(u64, u64, u64); 5] = [
+    (60, 0, 0),
+    (520, 1, 256),
+    (290, 257, 4 << 10),
+    (126, (4 << 10) + 1, 64 << 10),
+    (4, 1 << 20, 3 << 20),
+];
+
+/// The most a `malloc_contiguous` row of the mixed test may hold per byte asked.
+pub const FOOTPRINT_BOUND_CONTIGUOUS: f64 = 1.25;
+/// The most a `malloc` (arranged) row of the mixed test may hold per byte asked.
+pub const FOOTPRINT_BOUND_ARRANGED: f64 = 2.0;
+
+/// The `mixed` test's sizes: `threads` draws from [`MIX`], seeded by `seed` and `round`.
+pub fn mixed_sizes(threads: u32, seed: u64, round: u64) -> Vec<u64> {
+    (0..u64::from(threads))
+        .map(|t| {
+            let x = mix(seed ^ (round << 40) ^ t ^ 0x6d69_7865_6400);
+            let mut pick = x % 1000;
+            for (share, lo, hi) in MIX {
+                if pick < share {
+                    return lo + (x / 1000) % (hi - lo + 1);
+                }
+                pick -= share;
+            }
+            unreachable!("the shares add up to 1000")
+        })
+        .collect()
 }
 
 /// The three tests.
@@ -80,6 +131,9 @@ pub enum Test {
     /// The harness alone: as many threads as the singular test, each asking 0 bytes (no
     /// allocator work), so the launch and the wait for the kernel are what is timed.
     Floor,
+    /// --mixed-threads threads asking sizes from the mix of general code (`MIX`), every byte
+    /// checked; reports failed allocations and the footprint.
+    Mixed,
 }
 
 /// Options of `alloc`.
@@ -88,6 +142,13 @@ pub struct Args {
     /// Tests to run.
     #[arg(long, value_enum, value_delimiter = ',', num_args = 1.., default_value = "floor,singular,random,scaling")]
     tests: Vec<Test>,
+    /// Threads of the mixed test (a multiple of 32).
+    #[arg(long, default_value_t = 262_144, value_parser = cli::warp_multiple)]
+    mixed_threads: u32,
+    /// The arena's size in GiB (default: the runtime's, a quarter of free GPU memory; on the sim
+    /// backend four times --budget-gib). Gallatin's pool is as large.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    arena_gib: Option<u64>,
     /// Threads of the singular and random tests (a multiple of 32).
     #[arg(long, default_value_t = 16_384, value_parser = cli::warp_multiple)]
     threads: u32,
@@ -133,21 +194,31 @@ pub struct Round {
     pub bad: u64,
     /// Frees that did not answer Ok.
     pub bad_frees: u64,
+    /// Bytes the allocator held for the round's objects after the allocation (its chunks and
+    /// the device caches' slabs); `None` for systems that do not say.
+    pub footprint_bytes: Option<u64>,
+}
+
+/// What alignmalloc holds for live objects now: the host's chunks (rounding and packing
+/// included) and the slabs the device caches hold.
+pub fn footprint(rt: &Runtime) -> u64 {
+    rt.object_bytes() + rt.cache_stats().map_or(0, |c| c.held_bytes)
 }
 
 /// What each backend runs: one round of allocate, tag, check, free.
 pub trait Rounds {
     /// Which systems this backend has.
     fn systems(&self) -> Vec<System>;
-    /// One round over `sizes` (one per thread).
-    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round>;
+    /// One round over `sizes` (one per thread); `every_byte`: write and check every byte of
+    /// each object instead of its first and last word.
+    fn round(&mut self, system: System, sizes: &[u64], every_byte: bool) -> anyhow::Result<Round>;
     /// The runtime the rounds allocate from.
     fn runtime(&self) -> &Runtime;
 }
 
 /// After a round: the allocator's invariants hold (the caches stay warm for the next round).
 pub fn check_invariants(rt: &Runtime, system: System) -> anyhow::Result<()> {
-    if system == System::CudaMalloc {
+    if !system.is_ours() {
         return Ok(());
     }
     rt.check_invariants()
@@ -205,7 +276,7 @@ impl RowCaches {
 
 /// After a row's rounds: the caches drained, nothing is left allocated.
 pub fn check_empty(rt: &Runtime, system: System) -> anyhow::Result<()> {
-    if system == System::CudaMalloc {
+    if !system.is_ours() {
         return Ok(());
     }
     // The caches give back what no object uses; only live objects keep anything.
@@ -241,9 +312,18 @@ pub struct Row {
     alloc_ratio_to_alignmalloc: Option<f64>,
     /// Objects allocated per second (median round).
     objects_per_s: f64,
-    failures: u64,
+    /// Allocations that failed (a lane asking 0 bytes never does), over all rounds.
+    failed: u64,
+    /// Allocations asked for in all rounds (lanes asking more than 0 bytes).
+    allocations: u64,
     bad: u64,
     bad_frees: u64,
+    /// Bytes the last round asked for.
+    asked_bytes: u64,
+    /// The most bytes the allocator held for a round's objects (see [`Round::footprint_bytes`]).
+    footprint_bytes: Option<u64>,
+    /// `footprint_bytes / asked_bytes`.
+    footprint_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -252,8 +332,12 @@ struct Report {
     device: String,
     times: &'static str,
     budget_bytes: u64,
+    /// The arena's first reservation (and Gallatin's pool).
+    arena_bytes: u64,
     repeats: u32,
     seed: u64,
+    /// Why the `gallatin` rows are absent, when they are.
+    gallatin_absent: Option<String>,
     rows: Vec<Row>,
 }
 
@@ -284,15 +368,21 @@ fn row(
         let mut allocs = Vec::new();
         let mut frees = Vec::new();
         let mut threads = 0;
+        let mut asked_bytes = 0;
+        let mut allocations = 0;
+        let mut footprint_bytes: Option<u64> = None;
         let rt = rounds.runtime();
         let cache_before = rt.cache_stats();
         for r in 0..=u64::from(args.repeats) {
             let sizes = size_of_round(r);
             threads = sizes.len() as u32;
-            let got = rounds.round(system, &sizes)?;
+            asked_bytes = sizes.iter().sum();
+            allocations += sizes.iter().filter(|&&s| s > 0).count() as u64;
+            let got = rounds.round(system, &sizes, test == Test::Mixed)?;
             totals.failures += got.failures;
             totals.bad += got.bad;
             totals.bad_frees += got.bad_frees;
+            footprint_bytes = footprint_bytes.max(got.footprint_bytes);
             if r > 0 {
                 allocs.push(got.alloc_ms);
                 frees.push(got.free_ms);
@@ -301,7 +391,7 @@ fn row(
         let held = rounds.runtime().cache_stats().map(|c| c.held_bytes);
         check_empty(rounds.runtime(), system)?;
         let caches = match (system, cache_before, held, rounds.runtime().cache_stats()) {
-            (System::CudaMalloc, ..) => None,
+            (System::CudaMalloc | System::Gallatin, ..) => None,
             (_, Some(before), Some(held), Some(drained)) => {
                 Some(RowCaches::between(&before, held, &drained))
             }
@@ -320,9 +410,13 @@ fn row(
             caches,
             alloc_ratio_to_alignmalloc: None,
             objects_per_s: f64::from(threads) / (alloc_ms / 1e3),
-            failures: totals.failures,
+            failed: totals.failures,
+            allocations,
             bad: totals.bad,
             bad_frees: totals.bad_frees,
+            asked_bytes,
+            footprint_bytes,
+            footprint_ratio: footprint_bytes.map(|f| f as f64 / asked_bytes.max(1) as f64),
         });
     }
     let ours = rows
@@ -355,7 +449,7 @@ fn rows_per_system(args: &Args) -> u64 {
             Test::Singular => 19,
             Test::Random => 1,
             Test::Scaling => 2 * doublings,
-            Test::Floor => 1,
+            Test::Floor | Test::Mixed => 1,
         })
         .sum()
 }
@@ -374,6 +468,12 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
     let mut rows = Vec::new();
     for &test in &args.tests {
         match test {
+            Test::Mixed => {
+                let threads = args.mixed_threads;
+                rows.extend(row(rounds, test, "mix".into(), &|r| {
+                    mixed_sizes(threads, args.seed, r)
+                })?);
+            }
             Test::Floor => {
                 let threads = args.threads;
                 rows.extend(row(rounds, test, "0 B".into(), &|_| {
@@ -422,7 +522,7 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
 fn print_table(rows: &[Row], times: &str) {
     println!("times: {times}");
     println!(
-        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>6} {:>15} {:>9}",
+        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>7} {:>6} {:>9} {:>15} {:>9}",
         "test",
         "parameter",
         "threads",
@@ -431,13 +531,15 @@ fn print_table(rows: &[Row], times: &str) {
         "free ms",
         "x ours",
         "objects/s",
+        "failed",
         "wrong",
+        "footprint",
         "slabs in/back/x",
         "held MiB"
     );
     for r in rows {
         println!(
-            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>6} {:>15} {:>9}",
+            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>7} {:>6} {:>9} {:>15} {:>9}",
             format!("{:?}", r.test).to_lowercase(),
             r.parameter,
             r.threads,
@@ -447,7 +549,9 @@ fn print_table(rows: &[Row], times: &str) {
             r.alloc_ratio_to_alignmalloc
                 .map_or("-".into(), |x| format!("{x:.2}")),
             r.objects_per_s,
-            r.failures + r.bad + r.bad_frees,
+            r.failed,
+            r.bad + r.bad_frees,
+            r.footprint_ratio.map_or("-".into(), |x| format!("{x:.3}x")),
             r.caches.map_or("-".into(), |c| format!(
                 "{}/{}/{}",
                 c.refills, c.returns, c.denials
@@ -459,11 +563,50 @@ fn print_table(rows: &[Row], times: &str) {
         );
     }
     println!(
-        "x ours: allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster); wrong: failed allocations, damaged objects and failed frees (0 for alignmalloc, or the run fails)"
+        "x ours: allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster); failed: allocations that got no memory, over all rounds (0 for alignmalloc, or the run fails); wrong: damaged objects and failed frees (always 0, or the run fails)"
+    );
+    println!(
+        "footprint: bytes the allocator held for a round's objects after allocating them (its chunks, rounding and packing included, and the device caches' slabs) over the bytes asked; the most of any round"
     );
     println!(
         "slabs: handed to the device caches during the row / given back with every object freed (the rest were published ahead of need and taken back unused by the drain at the row's end) / asks denied (lanes sent through the mailbox); held MiB: what the caches held before that drain"
     );
+}
+
+/// The Gallatin harness, loaded when the run is on the GPU and the library is there; else why not.
+fn load_gallatin(
+    rt: &Runtime,
+    arena_bytes: u64,
+    seed: u64,
+) -> (Option<gallatin::Gallatin>, Option<String>) {
+    let Some(path) = gallatin::default_path() else {
+        return (None, Some("no place to look for the harness".into()));
+    };
+    if !path.exists() {
+        return (
+            None,
+            Some(format!(
+                "not built: {} is missing (GALLATIN_DIR=... bash bench/gallatin/build.sh, docs/benchmarks.md)",
+                path.display()
+            )),
+        );
+    }
+    let loaded = rt
+        .context()
+        .and_then(|ctx| ctx.bind_to_thread().map_err(Into::into))
+        .map_err(anyhow::Error::from)
+        .and_then(|()| gallatin::Gallatin::load(&path, arena_bytes, seed));
+    match loaded {
+        Ok(g) => {
+            note!(
+                "gallatin: {} with a pool of {:.1} GiB",
+                path.display(),
+                arena_bytes as f64 / (1u64 << 30) as f64
+            );
+            (Some(g), None)
+        }
+        Err(e) => (None, Some(format!("{e:#}"))),
+    }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -478,18 +621,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         (args.budget_gib << 30).min(1 << 30)
     };
     let mut builder = Runtime::builder().backend(args.backend);
-    if !gpu {
+    if let Some(gib) = args.arena_gib {
+        builder = builder.arena_bytes(gib << 30);
+    } else if !gpu {
         // Host memory stands in for the GPU's: room for a round plus the chunks' rounding.
         builder = builder.arena_bytes(budget * 4);
     }
     let rt = builder.build().context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
-    let (rows, times) = match rt.backend() {
+    let arena_bytes = rt.arena_bytes();
+    let (rows, times, gallatin_absent) = match rt.backend() {
         BackendKind::Cuda => {
-            let mut rounds = gpu::GpuRounds::new(&rt, budget)?;
+            let (harness, absent) = load_gallatin(&rt, arena_bytes, args.seed);
+            if let Some(why) = &absent {
+                note!("gallatin: no rows ({why})");
+            }
+            let mut rounds = gpu::GpuRounds::new(&rt, budget, harness)?;
             (
                 run_tests(&mut rounds, args, budget)?,
                 "GPU kernel wall time",
+                absent,
             )
         }
         BackendKind::Sim => {
@@ -497,29 +648,49 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (
                 run_tests(&mut rounds, args, budget)?,
                 "CPU warps on the sim backend: this host's time through the mailbox, not a GPU's",
+                Some("GPU only".to_string()),
             )
         }
     };
     print_table(&rows, times);
-    // alignmalloc must never fail, damage an object or fail a free; CUDA's heap may run out of
-    // room (a finding about the baseline, reported in its rows), but never damage an object.
+    if let Some(why) = &gallatin_absent {
+        println!("gallatin: no rows: {why}");
+    }
+    // alignmalloc must never fail, damage an object or fail a free; the baselines may run out of
+    // room (a finding about them, reported in their rows), but never damage an object.
+    let ours = |r: &Row| {
+        r.system == System::Alignmalloc.name() || r.system == System::AlignmallocContiguous.name()
+    };
     let wrong: u64 = rows
         .iter()
-        .map(|r| {
-            let ours = r.system != System::CudaMalloc.name();
-            r.bad + r.bad_frees + if ours { r.failures } else { 0 }
-        })
+        .map(|r| r.bad + r.bad_frees + if ours(r) { r.failed } else { 0 })
         .sum();
-    let baseline_failures: u64 = rows
-        .iter()
-        .filter(|r| r.system == System::CudaMalloc.name())
-        .map(|r| r.failures)
-        .sum();
-    if baseline_failures > 0 {
-        note!(
-            "cuda-malloc: {baseline_failures} allocations got no memory from the device heap (see its rows)"
-        );
+    for system in [System::CudaMalloc, System::Gallatin] {
+        let failed: u64 = rows
+            .iter()
+            .filter(|r| r.system == system.name())
+            .map(|r| r.failed)
+            .sum();
+        if failed > 0 {
+            note!(
+                "{}: {failed} allocations got no memory (see its rows)",
+                system.name()
+            );
+        }
     }
+    let over_bound: Vec<String> = rows
+        .iter()
+        .filter(|r| r.test == Test::Mixed && ours(r))
+        .filter_map(|r| {
+            let bound = if r.system == System::Alignmalloc.name() {
+                FOOTPRINT_BOUND_ARRANGED
+            } else {
+                FOOTPRINT_BOUND_CONTIGUOUS
+            };
+            let ratio = r.footprint_ratio?;
+            (ratio > bound).then(|| format!("{} holds {ratio:.3}x (bound {bound}x)", r.system))
+        })
+        .collect();
     let report = Report {
         backend: format!("{:?}", rt.backend()),
         device: rt
@@ -527,8 +698,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .map_or_else(|| "none (CPU warps)".to_string(), |i| i.name.clone()),
         times,
         budget_bytes: budget,
+        arena_bytes,
         repeats: args.repeats,
         seed: args.seed,
+        gallatin_absent,
         rows,
     };
     if let Some(path) = &args.json {
@@ -538,6 +711,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if wrong != 0 {
         bail!(
             "{wrong} alignmalloc allocations failed, objects were damaged or frees failed (see the table)"
+        );
+    }
+    if !over_bound.is_empty() {
+        bail!(
+            "the mixed test's footprint is over its bound: {}",
+            over_bound.join("; ")
         );
     }
     Ok(())
@@ -619,7 +798,7 @@ mod tests {
         assert_eq!(count("scaling"), 2 * 5 * 2);
         let n22 = rows.iter().find(|r| r["parameter"] == "22").unwrap();
         assert_eq!(n22["threads"], 128, "1 GiB / 8 MiB");
-        assert!(rows.iter().all(|r| r["bad"] == 0 && r["failures"] == 0));
+        assert!(rows.iter().all(|r| r["bad"] == 0 && r["failed"] == 0));
         // The device caches serve up to 32 KiB (n = 4..14), and every slab comes back.
         let ours = |n: u32| {
             rows.iter()

@@ -6,8 +6,10 @@
 //              pointer of a non-zero size).
 //   am_free:   free with am::post_free; statuses[t] is the lane's status for objects the device
 //              caches judge, 0 for frees posted to the host (mode 2: 0).
-//   am_tag:    write t's tag over the first and last 8-byte word of its object (untimed).
-//   am_check:  count the objects whose two words no longer hold t's tag (overlaps, corruption).
+//   am_tag:    write t's tag over the first and last 8-byte word of its object, or with
+//              every_byte over every word and each byte past the last whole word (untimed).
+//   am_check:  count the objects whose tags no longer hold (overlaps, corruption).
+// (The gallatin system runs the same rounds from bench/gallatin/harness.cu.)
 #include <alignmalloc/alignmalloc.cuh>
 
 namespace {
@@ -18,11 +20,22 @@ __device__ __forceinline__ am::u64 global_thread() {
 
 __device__ __forceinline__ am::u64 tag(am::u64 t, am::u64 word) { return t << 32 | word; }
 
+__device__ __forceinline__ unsigned char byte_tag(am::u64 t, am::u64 i) {
+  return (unsigned char)(t * 131u + i);
+}
+
 // The address of byte `offset` of thread t's object.
 __device__ __forceinline__ am::u64* word_at(am::u64 handle, unsigned mode, am::u64 offset) {
   if (mode == 2) return (am::u64*)(handle + offset);
   am::ptr<am::u64> p{handle};
   return &p[offset / 8];
+}
+
+// The address of byte `i` of thread t's object.
+__device__ __forceinline__ unsigned char* byte_at(am::u64 handle, unsigned mode, am::u64 i) {
+  if (mode == 2) return (unsigned char*)(handle + i);
+  am::ptr<unsigned char> p{handle};
+  return &p[i];
 }
 
 }  // namespace
@@ -61,19 +74,34 @@ extern "C" __global__ void am_free(am::DeviceMailbox mb, const am::u64* handles,
 }
 
 extern "C" __global__ void am_tag(am::DeviceMailbox, const am::u64* handles, const am::u64* sizes,
-                                  unsigned threads, unsigned mode) {
+                                  unsigned threads, unsigned mode, unsigned every_byte) {
   const am::u64 t = global_thread();
-  if (t >= threads || handles[t] == 0 || sizes[t] < 8) return;
-  *word_at(handles[t], mode, 0) = tag(t, 0);
-  *word_at(handles[t], mode, (sizes[t] / 8 - 1) * 8) = tag(t, 1);
+  if (t >= threads || handles[t] == 0) return;
+  const am::u64 size = sizes[t];
+  if (every_byte) {
+    for (am::u64 k = 0; k < size / 8; ++k) *word_at(handles[t], mode, k * 8) = tag(t, k);
+    for (am::u64 i = size / 8 * 8; i < size; ++i) *byte_at(handles[t], mode, i) = byte_tag(t, i);
+  } else if (size >= 8) {
+    *word_at(handles[t], mode, 0) = tag(t, 0);
+    *word_at(handles[t], mode, (size / 8 - 1) * 8) = tag(t, 1);
+  }
 }
 
 extern "C" __global__ void am_check(am::DeviceMailbox, const am::u64* handles,
                                     const am::u64* sizes, unsigned threads, unsigned mode,
-                                    unsigned long long* bad) {
+                                    unsigned every_byte, unsigned long long* bad) {
   const am::u64 t = global_thread();
-  if (t >= threads || handles[t] == 0 || sizes[t] < 8) return;
-  const bool ok = *word_at(handles[t], mode, 0) == tag(t, 0) &&
-                  *word_at(handles[t], mode, (sizes[t] / 8 - 1) * 8) == tag(t, 1);
+  if (t >= threads || handles[t] == 0) return;
+  const am::u64 size = sizes[t];
+  bool ok = true;
+  if (every_byte) {
+    for (am::u64 k = 0; k < size / 8 && ok; ++k) ok = *word_at(handles[t], mode, k * 8) == tag(t, k);
+    for (am::u64 i = size / 8 * 8; i < size && ok; ++i) {
+      ok = *byte_at(handles[t], mode, i) == byte_tag(t, i);
+    }
+  } else if (size >= 8) {
+    ok = *word_at(handles[t], mode, 0) == tag(t, 0) &&
+         *word_at(handles[t], mode, (size / 8 - 1) * 8) == tag(t, 1);
+  }
   if (!ok) atomicAdd(bad, 1ull);
 }

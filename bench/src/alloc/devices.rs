@@ -90,7 +90,7 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
     let mut rounds: Vec<Box<dyn Rounds + Send + '_>> = Vec::with_capacity(n);
     for (_, rt) in devices.iter() {
         rounds.push(match rt.backend() {
-            BackendKind::Cuda => Box::new(gpu::GpuRounds::new(rt, budget)?),
+            BackendKind::Cuda => Box::new(gpu::GpuRounds::new(rt, budget, None)?),
             BackendKind::Sim => Box::new(sim::SimRounds::new(rt)),
         });
     }
@@ -104,7 +104,7 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
         for (i, r) in rounds.iter_mut().enumerate() {
             let mut times = Vec::new();
             for round in 0..=args.repeats {
-                let got = r.round(System::Alignmalloc, &sizes)?;
+                let got = r.round(System::Alignmalloc, &sizes, false)?;
                 checked(&got, &format!("device {i}, {bytes} B"))?;
                 if round > 0 {
                     times.push(got.alloc_ms);
@@ -218,7 +218,7 @@ fn together(
     sizes: &[u64],
 ) -> anyhow::Result<Vec<Round>> {
     at_once(rounds.iter_mut().collect(), |r| {
-        r.round(System::Alignmalloc, sizes)
+        r.round(System::Alignmalloc, sizes, false)
     })
 }
 

@@ -13,6 +13,8 @@ use crate::launch::grid;
 
 pub struct GpuRounds<'a> {
     rt: &'a Runtime,
+    /// The `gallatin` system, when its harness is built.
+    gallatin: Option<super::gallatin::Gallatin>,
     _module: std::sync::Arc<CudaModule>,
     alloc: CudaFunction,
     free: CudaFunction,
@@ -23,7 +25,11 @@ pub struct GpuRounds<'a> {
 impl<'a> GpuRounds<'a> {
     /// Compile the kernels and size CUDA's device heap for a round of `budget` bytes (before any
     /// kernel calls malloc, as CUDA requires).
-    pub fn new(rt: &'a Runtime, budget: u64) -> anyhow::Result<Self> {
+    pub fn new(
+        rt: &'a Runtime,
+        budget: u64,
+        gallatin: Option<super::gallatin::Gallatin>,
+    ) -> anyhow::Result<Self> {
         // Headroom for the heap's own rounding and bookkeeping.
         let heap = budget + budget / 2 + (256 << 20);
         rt.context()?
@@ -44,6 +50,7 @@ impl<'a> GpuRounds<'a> {
             check: load("am_check")?,
             _module: module,
             rt,
+            gallatin,
         })
     }
 }
@@ -73,15 +80,27 @@ impl Rounds for GpuRounds<'_> {
     }
 
     fn systems(&self) -> Vec<System> {
-        vec![
+        let mut systems = vec![
             System::Alignmalloc,
             System::AlignmallocContiguous,
             System::CudaMalloc,
-        ]
+        ];
+        if self.gallatin.is_some() {
+            systems.push(System::Gallatin);
+        }
+        systems
     }
 
-    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round> {
+    fn round(&mut self, system: System, sizes: &[u64], every_byte: bool) -> anyhow::Result<Round> {
+        if system == System::Gallatin {
+            let harness = self
+                .gallatin
+                .as_ref()
+                .context("the gallatin harness is not loaded")?;
+            return harness.round(sizes, every_byte);
+        }
         let rt = self.rt;
+        let every_byte = u32::from(every_byte);
         let stream = rt.stream()?.clone();
         let threads = sizes.len() as u32;
         let mode = system as u32;
@@ -108,6 +127,7 @@ impl Rounds for GpuRounds<'_> {
         launch.wait()?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
         super::log_service(rt, system, threads, &before, "alloc");
+        let footprint_bytes = system.is_ours().then(|| super::footprint(rt));
         let failures = stream
             .clone_dtoh(&statuses)?
             .iter()
@@ -115,21 +135,27 @@ impl Rounds for GpuRounds<'_> {
             .count() as u64;
 
         // SAFETY: am_tag(mailbox, const u64* handles, const u64* sizes, unsigned threads,
-        // unsigned mode): the round's handles and sizes.
+        // unsigned mode, unsigned every_byte): the round's handles and sizes.
         unsafe {
             rt.launch(&self.tag, config, |a| {
-                a.arg(&handles).arg(&sizes_dev).arg(&threads).arg(&mode);
+                a.arg(&handles)
+                    .arg(&sizes_dev)
+                    .arg(&threads)
+                    .arg(&mode)
+                    .arg(&every_byte);
             })
         }?
         .wait()?;
         // SAFETY: am_check(mailbox, const u64* handles, const u64* sizes, unsigned threads,
-        // unsigned mode, unsigned long long* bad): as am_tag, plus one counter.
+        // unsigned mode, unsigned every_byte, unsigned long long* bad): as am_tag, plus one
+        // counter.
         unsafe {
             rt.launch(&self.check, config, |a| {
                 a.arg(&handles)
                     .arg(&sizes_dev)
                     .arg(&threads)
                     .arg(&mode)
+                    .arg(&every_byte)
                     .arg(&mut bad);
             })
         }?
@@ -173,6 +199,7 @@ impl Rounds for GpuRounds<'_> {
             failures,
             bad,
             bad_frees,
+            footprint_bytes,
         })
     }
 }

@@ -42,7 +42,7 @@ impl Rounds for SimRounds<'_> {
         vec![System::Alignmalloc, System::AlignmallocContiguous]
     }
 
-    fn round(&mut self, system: System, sizes: &[u64]) -> anyhow::Result<Round> {
+    fn round(&mut self, system: System, sizes: &[u64], every_byte: bool) -> anyhow::Result<Round> {
         let rt = self.rt;
         let handles: Vec<AtomicU64> = sizes.iter().map(|_| AtomicU64::new(0)).collect();
         let failures = AtomicU64::new(0);
@@ -71,6 +71,7 @@ impl Rounds for SimRounds<'_> {
         })?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
         super::log_service(rt, system, threads, &before, "alloc");
+        let footprint_bytes = Some(super::footprint(rt));
         let handle = |t: usize| Handle(handles[t].load(Ordering::Relaxed));
         let last = |t: usize| (sizes[t] / 8 - 1) * 8;
         // The warp's threads whose object gets tags.
@@ -78,19 +79,31 @@ impl Rounds for SimRounds<'_> {
             (first..first + mask.count_ones() as usize)
                 .filter(|&t| !handle(t).is_null() && sizes[t] >= 8)
         };
-        // Tag, then check: the same as am_tag and am_check.
+        // Tag, then check: the same as am_tag and am_check. The CPU warps move aligned 8-byte
+        // words, so `every_byte` checks every whole word of an object (the bytes past its last
+        // whole word are checked byte by byte on the GPU only).
+        let offsets = |t: usize| -> Vec<u64> {
+            if every_byte {
+                (0..sizes[t] / 8).map(|k| k * 8).collect()
+            } else {
+                vec![0, last(t)]
+            }
+        };
+        let word_tag = |t: usize, offset: u64| tag(t as u64, offset / 8);
         warps(rt, sizes.len(), |warp, first, mask| {
             for t in tagged(first, mask) {
-                let (a, b) = (tag(t as u64, 0), tag(t as u64, 1));
-                warp.store(handle(t), 0, a);
-                warp.store(handle(t), last(t), b);
+                for offset in offsets(t) {
+                    warp.store(handle(t), offset, word_tag(t, offset));
+                }
             }
         })?;
         let bad = AtomicU64::new(0);
         warps(rt, sizes.len(), |warp, first, mask| {
             for t in tagged(first, mask) {
-                let (a, b) = (tag(t as u64, 0), tag(t as u64, 1));
-                if warp.load(handle(t), 0) != a || warp.load(handle(t), last(t)) != b {
+                if offsets(t)
+                    .into_iter()
+                    .any(|offset| warp.load(handle(t), offset) != word_tag(t, offset))
+                {
                     bad.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -122,6 +135,7 @@ impl Rounds for SimRounds<'_> {
             failures: failures.into_inner(),
             bad: bad.into_inner(),
             bad_frees: unfreed,
+            footprint_bytes,
         })
     }
 }
