@@ -7,8 +7,10 @@
 //! portion blocks (taken by the `PortionPool` on demand, given back when empty) and the small
 //! space. The small space is a set of whole blocks over one `OrTree` of 256 B units spanning the
 //! segment, in which the units of blocks outside the small space are held allocated. It starts
-//! with the first `small_blocks` blocks, takes another free block whenever a small chunk finds no
-//! run, and gives its empty blocks back when an allocation of any class finds no room, so a block
+//! with the first `small_blocks` blocks, takes as many consecutive free blocks as a small or
+//! packed chunk needs whenever it finds no run (a packed chunk of a block or more takes fresh
+//! blocks first; see [`Segment::place_small`]), and gives its empty blocks back when an
+//! allocation of any class finds no room, so a block
 //! serves whichever class needs it and no allocation fails while any placement exists. A small
 //! chunk may cross from one small block into the next; each block counts the small units in use
 //! in it, and only a block whose count is zero leaves the small space.
@@ -477,6 +479,48 @@ impl Segment {
         Ok((base, generations))
     }
 
+    /// A run of `units` small units for a small or packed chunk: a recycled run of that length,
+    /// else a search of the small space (which grows by as many blocks as the chunk needs when
+    /// the search finds no room). A chunk of a VA block or more starts on one, so its first block
+    /// holds no other chunk's objects; it takes fresh blocks when the arena has them side by side,
+    /// without a search through the small space's holes (the tail of its last block stays free
+    /// for small chunks).
+    fn place_small(&mut self, units: usize) -> Result<usize, Status> {
+        let align = if units >= UNITS_PER_BLOCK {
+            UNITS_PER_BLOCK
+        } else {
+            1
+        };
+        if align == UNITS_PER_BLOCK {
+            if let Some(block) = self.grow_small(units.div_ceil(UNITS_PER_BLOCK)) {
+                let unit = block * UNITS_PER_BLOCK;
+                self.small
+                    .alloc_at(unit, units)
+                    .expect("blocks just joined are free");
+                self.count_small(unit, units, true);
+                return Ok(unit);
+            }
+        } else if let Some(unit) = self.recycled.take(units) {
+            return Ok(unit);
+        }
+        let mut run = self.small_run(units, align);
+        if matches!(run, Err(OrTreeError::NoSpace { .. })) && !self.recycled.is_empty() {
+            self.release_recycled();
+            run = self.small_run(units, align);
+        }
+        if matches!(run, Err(OrTreeError::NoSpace { .. }))
+            && self.grow_small(units.div_ceil(UNITS_PER_BLOCK)).is_some()
+        {
+            run = self.small_run(units, align);
+        }
+        let unit = run_or_oom(run)?;
+        self.count_small(unit, units, true);
+        if units >= NEXT_FIT_UNITS {
+            self.next_fit = unit + units;
+        }
+        Ok(unit)
+    }
+
     /// Find memory for a chunk of `geometry` in the structure of its class.
     fn place(&mut self, geometry: &Geometry) -> Result<(Place, u64), Status> {
         let base = self.config.arena_base;
@@ -484,55 +528,7 @@ impl Segment {
             SizeClass::Small => {
                 // A chunk longer than the arena answers RunTooLong: out of memory too.
                 let units = usize::try_from(geometry.units).unwrap_or(usize::MAX);
-                // A packed chunk of a VABlock or more starts on one, so its objects share its
-                // first block with no other chunk.
-                let align = if units >= UNITS_PER_BLOCK {
-                    UNITS_PER_BLOCK
-                } else {
-                    1
-                };
-                // A chunk of a VA block or more takes fresh blocks when the arena has them side by
-                // side, without a search through the small space's holes (the tail of its last
-                // block stays free for small chunks).
-                let fresh = match align {
-                    UNITS_PER_BLOCK => self.grow_small(units.div_ceil(UNITS_PER_BLOCK)),
-                    _ => None,
-                };
-                let recycled = match fresh {
-                    None => self.recycled.take(units),
-                    Some(_) => None,
-                };
-                let unit = match (fresh, recycled) {
-                    (Some(block), _) => {
-                        let unit = block * UNITS_PER_BLOCK;
-                        self.small
-                            .alloc_at(unit, units)
-                            .expect("blocks just joined are free");
-                        self.count_small(unit, units, true);
-                        unit
-                    }
-                    (None, Some(unit)) => unit,
-                    (None, None) => {
-                        let mut run = self.small_run(units, align);
-                        if matches!(run, Err(OrTreeError::NoSpace { .. }))
-                            && !self.recycled.is_empty()
-                        {
-                            self.release_recycled();
-                            run = self.small_run(units, align);
-                        }
-                        if matches!(run, Err(OrTreeError::NoSpace { .. }))
-                            && self.grow_small(units.div_ceil(UNITS_PER_BLOCK)).is_some()
-                        {
-                            run = self.small_run(units, align);
-                        }
-                        let unit = run_or_oom(run)?;
-                        self.count_small(unit, units, true);
-                        if units >= NEXT_FIT_UNITS {
-                            self.next_fit = unit + units;
-                        }
-                        unit
-                    }
-                };
+                let unit = self.place_small(units)?;
                 Ok((
                     Place::Small { unit, units },
                     base + unit as u64 * SMALL_UNIT_BYTES,
