@@ -38,7 +38,12 @@ if [ -z "$prebuilt" ]; then
     exit 1
   }
   (cd "$repo" && cargo build --release -p alignmalloc-capi)
-  prebuilt="$repo/target/release"
+  # Where cargo built it: CARGO_TARGET_DIR or a cargo config may move the target folder, and a
+  # stale target/ beside the sources must not be installed instead.
+  target_dir="$(cd "$repo" && cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+  [ -n "$target_dir" ] || { echo "cargo metadata did not name the target folder" >&2; exit 1; }
+  prebuilt="$target_dir/release"
 fi
 for lib in libalignmalloc.so libalignmalloc.a; do
   [ -f "$prebuilt/$lib" ] || { echo "$prebuilt/$lib is missing" >&2; exit 1; }

@@ -195,6 +195,10 @@ fn buffer_layout() -> std::alloc::Layout {
 }
 
 /// CUPTI asks for a buffer to fill.
+///
+/// # Safety
+/// Called by CUPTI only (registered with `cuptiActivityRegisterCallbacks`): `buffer`, `size` and
+/// `max` are valid, writable out-pointers.
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
     // SAFETY: the layout has a non-zero size; the buffer is freed in `buffer_completed`.
     let memory = unsafe { std::alloc::alloc(buffer_layout()) };
@@ -207,6 +211,10 @@ unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, ma
 }
 
 /// CUPTI hands a filled buffer back: keep its unified-memory records, free it.
+///
+/// # Safety
+/// Called by CUPTI only, with a buffer `buffer_requested` allocated and `valid` bytes of
+/// records in it; the buffer is not used again after this call.
 unsafe extern "C" fn buffer_completed(
     _context: cudarc::driver::sys::CUcontext,
     _stream: u32,

@@ -62,7 +62,7 @@ struct DeviceCaches {
   u32 hash_len;              // power of two
   u32 ring_len;              // power of two
   // device memory
-  u64* class_words;          // per class: slab number << 40 | cursor
+  u64* class_words;          // per class: slab number << 32 | cursor
   u32* class_locks;          // per class
   u32* class_slab;           // per class and ring entry: slab id of slab number n at n % ring_len
   u64* slab_base;            // per slab id

@@ -62,7 +62,7 @@ static_assert(kCacheLockPauseMinNs >= 1 && kCacheLockPauseMinNs <= kCacheLockPau
               "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS/MAX_NS: need 1 <= min <= max <= 1000000");
 static_assert(kRefillPauseMinNs >= 1 && kRefillPauseMinNs <= kRefillPauseMaxNs && kRefillPauseMaxNs <= kLongestPauseNs,
               "ALIGNMALLOC_REFILL_PAUSE_MIN_NS/MAX_NS: need 1 <= min <= max <= 1000000");
-static_assert(kPortSweepPauseNs >= 1 && kPortSweepPauseNs <= kPortSweepPauseNs && kPortSweepPauseNs <= kLongestPauseNs,
+static_assert(kPortSweepPauseNs >= 1 && kPortSweepPauseNs <= kLongestPauseNs,
               "ALIGNMALLOC_PORT_SWEEP_PAUSE_NS: need 1 <= pause <= 1000000");
 static_assert(kPollsPerClosedCheck >= 1, "ALIGNMALLOC_POLLS_PER_CLOSED_CHECK: need at least 1");
 
