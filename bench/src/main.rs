@@ -107,14 +107,31 @@ enum Command {
     Wrap(wrap::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let rust_log = std::env::var("RUST_LOG").ok();
     tracing_subscriber::fmt()
         .with_env_filter(log_filter(cli.verbose, rust_log.as_deref()))
         .with_writer(progress::LogWriter)
         .init();
-    run(cli.command)
+    match run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_report(&e, cli.verbose));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a failed command prints on stderr: the error and its causes on one line, whatever
+/// RUST_BACKTRACE says (a refused option is the user's to fix, not a bug to trace); with `-vv`,
+/// also the backtrace when one was captured.
+fn error_report(error: &anyhow::Error, verbose: u8) -> String {
+    if verbose >= 2 {
+        format!("Error: {error:?}")
+    } else {
+        format!("Error: {error:#}")
+    }
 }
 
 fn run(command: Command) -> anyhow::Result<()> {

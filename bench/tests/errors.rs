@@ -1,0 +1,35 @@
+//! What the `alignmalloc` binary prints when a command fails: one line naming what to fix, with
+//! no backtrace even when RUST_BACKTRACE asks for one; `-vv` keeps the trace for bugs.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_alignmalloc"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_user_error_prints_one_line_whatever_rust_backtrace_says() {
+    let (ok, stderr) = run(&["walk", "--snap", "/nonexistent/graph.txt"]);
+    assert!(!ok, "a missing file fails the command");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("Error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("/nonexistent/graph.txt"), "{stderr}");
+    assert!(!stderr.contains("Stack backtrace"), "{stderr}");
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+}
+
+#[test]
+fn very_verbose_keeps_the_trace() {
+    let (ok, stderr) = run(&["-vv", "walk", "--snap", "/nonexistent/graph.txt"]);
+    assert!(!ok);
+    assert!(stderr.contains("Stack backtrace"), "{stderr}");
+}
