@@ -301,7 +301,7 @@ pub struct Row {
     /// n for singular, KiB per object for scaling, empty for random.
     parameter: String,
     threads: u32,
-    system: &'static str,
+    system: System,
     alloc_ms: f64,
     free_ms: f64,
     alloc_ms_rounds: Vec<f64>,
@@ -402,7 +402,7 @@ fn row(
             test,
             parameter: parameter.clone(),
             threads,
-            system: system.name(),
+            system,
             alloc_ms,
             free_ms: median(&mut frees.clone()),
             alloc_ms_rounds: allocs,
@@ -421,7 +421,7 @@ fn row(
     }
     let ours = rows
         .iter()
-        .find(|r| r.system == "alignmalloc")
+        .find(|r| r.system == System::Alignmalloc)
         .map(|r| r.alloc_ms);
     for r in &mut rows {
         r.alloc_ratio_to_alignmalloc = ours.map(|o| r.alloc_ms / o);
@@ -431,7 +431,7 @@ fn row(
             test = ?r.test,
             parameter = r.parameter,
             threads = r.threads,
-            system = r.system,
+            system = r.system.name(),
             alloc_ms = r.alloc_ms,
             free_ms = r.free_ms,
             "row measured"
@@ -543,7 +543,7 @@ fn print_table(rows: &[Row], times: &str) {
             format!("{:?}", r.test).to_lowercase(),
             r.parameter,
             r.threads,
-            r.system,
+            r.system.name(),
             r.alloc_ms,
             r.free_ms,
             r.alloc_ratio_to_alignmalloc
@@ -658,17 +658,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     // alignmalloc must never fail, damage an object or fail a free; the baselines may run out of
     // room (a finding about them, reported in their rows), but never damage an object.
-    let ours = |r: &Row| {
-        r.system == System::Alignmalloc.name() || r.system == System::AlignmallocContiguous.name()
-    };
     let wrong: u64 = rows
         .iter()
-        .map(|r| r.bad + r.bad_frees + if ours(r) { r.failed } else { 0 })
+        .map(|r| r.bad + r.bad_frees + if r.system.is_ours() { r.failed } else { 0 })
         .sum();
     for system in [System::CudaMalloc, System::Gallatin] {
         let failed: u64 = rows
             .iter()
-            .filter(|r| r.system == system.name())
+            .filter(|r| r.system == system)
             .map(|r| r.failed)
             .sum();
         if failed > 0 {
@@ -680,15 +677,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let over_bound: Vec<String> = rows
         .iter()
-        .filter(|r| r.test == Test::Mixed && ours(r))
+        .filter(|r| r.test == Test::Mixed && r.system.is_ours())
         .filter_map(|r| {
-            let bound = if r.system == System::Alignmalloc.name() {
+            let bound = if r.system == System::Alignmalloc {
                 FOOTPRINT_BOUND_ARRANGED
             } else {
                 FOOTPRINT_BOUND_CONTIGUOUS
             };
             let ratio = r.footprint_ratio?;
-            (ratio > bound).then(|| format!("{} holds {ratio:.3}x (bound {bound}x)", r.system))
+            (ratio > bound)
+                .then(|| format!("{} holds {ratio:.3}x (bound {bound}x)", r.system.name()))
         })
         .collect();
     let report = Report {

@@ -10,9 +10,9 @@
 //! One sequence per address across both regions: a block moves between the small space and the
 //! rest as the arena is used, and a page start is also the start of a unit. Each stamp at a page
 //! start writes the new generation into both tables (`rest[page] == small[16 * page]` always), so
-//! the next object there, in either region, takes the generation after it. Without that, a stale
-//! handle of the block's small-space life matched a live object placed on the same address in its
-//! later life as a large or portion block (the two counters had each reached 1).
+//! the next object there, in either region, takes the generation after it: a stale handle of the
+//! block's small-space life never matches a live object placed at the same address in its later
+//! life as a large or portion block, or the other way round, within 63 stamps.
 //!
 //! Why this granule: a counter per 16-byte object address counts only the objects started at
 //! that exact address, but a small chunk's lanes then hit a cache line each (objects of a few

@@ -123,8 +123,8 @@ pub struct Allocation {
     pub geometry: Option<Geometry>,
     /// The chunk's first byte (0 without a chunk).
     pub chunk_base: u64,
-    /// How the lanes' objects are laid out: contiguous for every packed chunk, also when an
-    /// arranged request's lanes diverged too far to be arranged.
+    /// How the lanes' objects are laid out: as asked, or contiguous for a packed chunk (also
+    /// when an arranged request's lanes diverged too far to be arranged).
     pub arrangement: Arrangement,
     /// Each lane's handle (null for lanes that asked 0).
     pub handles: [Handle; WARP_LANES],
@@ -371,7 +371,7 @@ impl Resolver {
     }
 
     /// Allocate a chunk for these lane sizes (0 = no object), asked to be laid out as
-    /// `arrangement`: contiguous requests are packed, arranged ones stay arranged unless their
+    /// `arrangement`: the size-class table's chunk in that layout, or a packed one when the
     /// lanes diverge too far ([`Geometry::for_request`]; [`Allocation::arrangement`] says which).
     /// `Err` is `SizeOverLimit` or `OutOfMemory`, and then nothing was allocated.
     pub fn alloc(

@@ -17,7 +17,7 @@
 //! `lane_span` strides) while its chunk is at most [`ARRANGED_MAX_EXPANSION`] times its *packed*
 //! size, which holds for every warp whose active lanes all ask one size; a warp whose lanes
 //! diverge further is packed: the small class's layout at any size, each lane's object at the
-//! exclusive prefix sum of the rounded sizes of the lanes before it ([`Geometry::packed`]), so
+//! exclusive prefix sum of the rounded sizes of the lanes before it ([`small_offsets`]), so
 //! the chunk is the bytes asked plus at most 15 per lane, and its lanes get plain handles (which
 //! `translate` and `am::ptr` read like arranged ones). The table's chunks are placed in O(1)
 //! structures with coarse bookkeeping (warptrees, runs of VA blocks); packed ones in the small
@@ -153,17 +153,6 @@ impl Geometry {
             m if m <= config.small_max => Some(packed_of(sizes, m)),
             m => Some(arranged_of(m, config)),
         })
-    }
-
-    /// The packed geometry of these lane sizes: the small class's layout whatever the sizes (each
-    /// lane's object at the prefix sum of the 16-byte rounded sizes before it), in runs of
-    /// 256 B units. `Ok(None)` when every lane asks 0; over the limit as [`Geometry::of`].
-    pub fn packed(
-        sizes: &[u64; WARP_LANES],
-        config: &GeometryConfig,
-    ) -> Result<Option<Self>, LayoutError> {
-        let max = check_limit(sizes, config)?;
-        Ok((max > 0).then(|| packed_of(sizes, max)))
     }
 
     /// What a request laid out as `arrangement` is given: its geometry and the arrangement its
