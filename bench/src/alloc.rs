@@ -519,12 +519,20 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
     Ok(rows)
 }
 
+/// The table's `sizes` cell: the JSON's `parameter`, with a singular row's n as 2^n.
+fn sizes_label(r: &Row) -> String {
+    match r.test {
+        Test::Singular => format!("2^{}", r.parameter),
+        _ => r.parameter.clone(),
+    }
+}
+
 fn print_table(rows: &[Row], times: &str) {
     println!("times: {times}");
     println!(
         "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>7} {:>6} {:>9} {:>15} {:>9}",
         "test",
-        "parameter",
+        "sizes",
         "threads",
         "system",
         "alloc ms",
@@ -541,7 +549,7 @@ fn print_table(rows: &[Row], times: &str) {
         println!(
             "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>7} {:>6} {:>9} {:>15} {:>9}",
             format!("{:?}", r.test).to_lowercase(),
-            r.parameter,
+            sizes_label(r),
             r.threads,
             r.system.name(),
             r.alloc_ms,
@@ -562,6 +570,9 @@ fn print_table(rows: &[Row], times: &str) {
             )),
         );
     }
+    println!(
+        "sizes: each thread's object; singular 2^n: from [2^n, 2^(n+1)) bytes (JSON parameter: n); mix: the mixed test's bands (docs/benchmarks.md)"
+    );
     println!(
         "x ours: allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster); failed: allocations that got no memory, over all rounds (0 for alignmalloc, or the run fails); wrong: damaged objects and failed frees (always 0, or the run fails)"
     );

@@ -35,16 +35,17 @@ struct Cli {
 }
 
 /// The log filter for `-v` repeated `verbose` times, unless `rust_log` (RUST_LOG) says.
-fn log_filter(verbose: u8, rust_log: Option<&str>) -> EnvFilter {
-    if let Some(filter) = rust_log.and_then(|s| EnvFilter::try_new(s).ok()) {
-        return filter;
+fn log_filter(verbose: u8, rust_log: Option<&str>) -> (String, bool) {
+    if let Some(filter) = rust_log.filter(|s| EnvFilter::try_new(s).is_ok()) {
+        return (filter.to_string(), true);
     }
-    EnvFilter::new(match verbose {
+    let level = match verbose {
         0 => "warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
-    })
+    };
+    (level.to_string(), verbose > 0)
 }
 
 #[derive(Subcommand)]
@@ -110,10 +111,8 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let rust_log = std::env::var("RUST_LOG").ok();
-    tracing_subscriber::fmt()
-        .with_env_filter(log_filter(cli.verbose, rust_log.as_deref()))
-        .with_writer(progress::LogWriter)
-        .init();
+    let (filter, chosen) = log_filter(cli.verbose, rust_log.as_deref());
+    progress::init_logging(filter, chosen);
     match run(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -190,11 +189,11 @@ mod tests {
 
     #[test]
     fn the_log_shows_warnings_unless_asked_for_more() {
-        assert_eq!(log_filter(0, None).to_string(), "warn");
-        assert_eq!(log_filter(2, None).to_string(), "debug");
+        assert_eq!(log_filter(0, None), ("warn".into(), false));
+        assert_eq!(log_filter(2, None), ("debug".into(), true));
         assert_eq!(
-            log_filter(0, Some("runtime=trace")).to_string(),
-            "runtime=trace"
+            log_filter(0, Some("runtime=trace")),
+            ("runtime=trace".into(), true)
         );
         let cli = Cli::try_parse_from(["alignmalloc", "selftest", "-vv"]).unwrap();
         assert_eq!(cli.verbose, 2, "-v goes after the subcommand too");

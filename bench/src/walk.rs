@@ -261,12 +261,13 @@ pub struct SystemRun {
     /// A bulk prefetch before the walk (`managed-csr-prefetch` only), ms, median; included
     /// in `walk_ms`.
     pub prefetch_ms: Option<f64>,
-    /// The walk, ms: median of the repeats (GPU) or modelled (sim).
-    pub walk_ms: f64,
+    /// The walk, ms: median of the repeats (GPU) or modelled (sim); `None` on the simulator
+    /// where no H200 run of the workload checks the model (the table shows `-` there too).
+    pub walk_ms: Option<f64>,
     /// Every repeat's walk time (GPU).
     pub walk_ms_repeats: Vec<f64>,
     /// Walks per second from `walk_ms`.
-    pub walks_per_s: f64,
+    pub walks_per_s: Option<f64>,
     /// `walk_ms` over alignmalloc's in the same placement (above 1: alignmalloc is faster).
     pub ratio_to_alignmalloc: Option<f64>,
     /// Bytes migrated to the GPU during the walk (CUPTI on the GPU, lower bound under load;
@@ -300,9 +301,9 @@ impl SystemRun {
             build_ms,
             fill_ms: None,
             prefetch_ms: None,
-            walk_ms: 0.0,
+            walk_ms: None,
             walk_ms_repeats: Vec::new(),
-            walks_per_s: 0.0,
+            walks_per_s: None,
             ratio_to_alignmalloc: None,
             htod_bytes: None,
             gpu_faults: None,
@@ -542,6 +543,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let mut runs = sim::run(&rt, &graph, args, &reference)?;
             for r in &mut runs {
                 r.h200 = checked::h200_run(&name, graph.vertices(), args, r.system, r.placement);
+                if r.h200.is_none() {
+                    // Unchecked: neither the table nor the JSON gives the model's walk time.
+                    r.walk_ms = None;
+                    r.walks_per_s = None;
+                }
             }
             (
                 runs,
@@ -609,19 +615,26 @@ fn with_ratios(mut runs: Vec<SystemRun>) -> Vec<SystemRun> {
     let ours: Vec<(Placement, f64)> = runs
         .iter()
         .filter(|r| r.system == "alignmalloc")
-        .map(|r| (r.placement, r.walk_ms))
+        .filter_map(|r| Some((r.placement, r.walk_ms?)))
         .collect();
     for r in &mut runs {
         r.ratio_to_alignmalloc = ours
             .iter()
             .find(|(p, _)| *p == r.placement)
-            .map(|(_, t)| r.walk_ms / t);
+            .and_then(|(_, t)| Some(r.walk_ms? / t));
     }
     runs
 }
 
 fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool) {
     println!("walk times: {times}");
+    if modelled && runs.iter().all(|r| r.h200.is_none()) {
+        println!(
+            "no H200 run of this workload checks the model, so no walk time or ratio is shown \
+             (table and JSON); checked workloads: {}",
+            checked::checked_workloads()
+        );
+    }
     println!("HtoD and faults: {migrations}");
     let mut header = format!(
         "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
@@ -653,18 +666,24 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool
     if modelled {
         println!(
             "modelled (not measured): walk ms, walks/s, HtoD MiB and faults; build ms* is the CPU \
-             warps' time on this host, not a GPU's. The model's walk times are shown only next to \
+             warps' time on this host, one warp at a time (so placements repeat run to run), not \
+             a GPU's. The model's walk times are shown only next to \
              an H200 run of the same workload (H200 ms, from bench/results/; model/H200 says how \
              far off the model is), and systems are compared only by the H200's own ratio (H200 x \
              ours); modelled ratios are not shown."
         );
-        if runs.iter().all(|r| r.h200.is_none()) {
-            println!(
-                "no H200 run of this workload checks the model, so no walk time or ratio is \
-                 shown; checked workloads: {}",
-                checked::checked_workloads()
-            );
-        }
+    }
+    let unchecked: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.walks_agree.is_none())
+        .map(|r| r.system)
+        .collect();
+    if !unchecked.is_empty() {
+        println!(
+            "walks: ok where every walk matched the CPU reference; - for {}: traced from the \
+             reference's own paths, so there is nothing to check",
+            unchecked.join(", ")
+        );
     }
 }
 
@@ -680,12 +699,10 @@ fn table_row(r: &SystemRun, modelled: bool) -> String {
         format!("{:?}", r.placement).to_lowercase(),
         or_dash(r.build_ms, 2),
         or_dash(r.fill_ms, 2),
-        or_dash(shown.then_some(r.walk_ms), 3),
-        if shown {
-            format!("{:.3e}", r.walks_per_s)
-        } else {
-            "-".into()
-        },
+        or_dash(r.walk_ms.filter(|_| shown), 3),
+        r.walks_per_s
+            .filter(|_| shown)
+            .map_or("-".to_string(), |w| format!("{w:.3e}")),
         or_dash(r.ratio_to_alignmalloc, 2),
         r.list_bytes as f64 / 1048576.0,
         r.htod_bytes
@@ -702,7 +719,7 @@ fn table_row(r: &SystemRun, modelled: bool) -> String {
         line.push_str(&format!(
             " {:>10} {:>10} {:>11} {:>10}",
             or_dash(h.map(|h| h.walk_ms), 3),
-            or_dash(h.map(|h| r.walk_ms / h.walk_ms), 2),
+            or_dash(h.zip(r.walk_ms).map(|(h, ms)| ms / h.walk_ms), 2),
             or_dash(h.and_then(|h| h.ratio_to_alignmalloc), 2),
             h.and_then(|h| h.htod_bytes)
                 .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0)),
@@ -808,9 +825,11 @@ mod tests {
             assert_ne!(r["walks_agree"], false, "{r}");
             assert!(r["list_bytes"].as_u64().unwrap() >= edges * 4, "{r}");
             assert!(
-                r["walk_ms"].as_f64().unwrap() > 0.0,
+                r["htod_bytes"].as_u64().unwrap() > 0,
                 "host lists must migrate: {r}"
             );
+            // No H200 run checks rmat 9: the JSON, like the table, gives no walk time.
+            assert!(r["walk_ms"].is_null() && r["walks_per_s"].is_null(), "{r}");
         }
         // Modelled ratios rank systems unlike the GPU: none is given on the simulator.
         assert!(runs.iter().all(|r| r["ratio_to_alignmalloc"].is_null()));
@@ -830,6 +849,42 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 512);
         assert!(lines[3].starts_with("3 ") || lines[3] == "3");
+    }
+
+    #[test]
+    fn the_sim_backend_gives_the_same_figures_for_the_same_seed() {
+        let figures = || {
+            let json = temp("walk-repeat.json");
+            let args: Args = parse(&[
+                "--rmat",
+                "12",
+                "--length",
+                "16",
+                "--backend",
+                "sim",
+                "--json",
+                json.to_str().unwrap(),
+            ])
+            .unwrap();
+            run(&args).unwrap();
+            let report = take_json(&json);
+            report["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    // Everything but the CPU warps' build time on this host.
+                    let mut r = r.clone();
+                    r["build_ms"] = serde_json::Value::Null;
+                    r
+                })
+                .collect::<Vec<_>>()
+        };
+        let first = figures();
+        assert!(first[0]["gpu_faults"].as_u64().unwrap() > 0);
+        for _ in 0..2 {
+            assert_eq!(figures(), first);
+        }
     }
 
     #[test]

@@ -33,3 +33,37 @@ fn very_verbose_keeps_the_trace() {
     assert!(!ok);
     assert!(stderr.contains("Stack backtrace"), "{stderr}");
 }
+
+/// The selftest's refusals are provoked on purpose and judged by its checks: piped, its stderr
+/// has no warning about them and no colour codes; with `-v` the warnings are there.
+#[test]
+fn a_passing_selftest_is_quiet_and_uncoloured_when_piped() {
+    let args = [
+        "selftest",
+        "--backend",
+        "sim",
+        "--threads",
+        "4096",
+        "--round-threads",
+        "1024",
+        "--rounds",
+        "1",
+        "--arena-mib",
+        "512",
+    ];
+    let (ok, stderr) = run(&args);
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("WARN"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes off a terminal: {stderr:?}"
+    );
+    let verbose: Vec<&str> = std::iter::once("-v").chain(args).collect();
+    let (ok, stderr) = run(&verbose);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("WARN") && stderr.contains("requests not (fully) served"),
+        "-v shows them: {stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}

@@ -26,9 +26,38 @@ use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestReco
 use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, fence, spin_wait, yield_now};
 
-/// Polls of the acknowledgement between two reads of the closed flag (`kPollsPerClosedCheck`
-/// in the CUDA client).
+/// Polls between two reads of the closed flag, unless the runtime's setting
+/// (`ALIGNMALLOC_POLLS_PER_CLOSED_CHECK`, the CUDA client's `kPollsPerClosedCheck`) says
+/// otherwise ([`ClosedCheck`]).
 pub const POLLS_PER_CLOSED_CHECK: u32 = 1024;
+
+/// How often a waiting CPU warp (for an answer, or for a cache slab) reads the mailbox's closed
+/// flag: every `n`th poll, `n` at least 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedCheck(u32);
+
+impl ClosedCheck {
+    /// Every `n`th poll (0 counts as 1).
+    pub fn every(n: u32) -> Self {
+        Self(n.max(1))
+    }
+
+    /// Polls between two reads.
+    pub fn polls(self) -> u32 {
+        self.0
+    }
+
+    /// Whether the `polls`th poll reads the flag.
+    pub fn due(self, polls: u32) -> bool {
+        polls.is_multiple_of(self.0)
+    }
+}
+
+impl Default for ClosedCheck {
+    fn default() -> Self {
+        Self(POLLS_PER_CLOSED_CHECK)
+    }
+}
 
 /// Lock word bit: the port is held.
 const PORT_HELD: u32 = 1;
@@ -46,6 +75,7 @@ pub struct CpuDevice {
     mailbox: Arc<Mailbox>,
     locks: Box<[AtomicU32]>,
     caches: Option<Arc<CpuCaches>>,
+    closed_check: ClosedCheck,
 }
 
 /// The outcome of a warp's free.
@@ -65,7 +95,19 @@ impl CpuDevice {
             locks: (0..ports).map(|_| AtomicU32::new(0)).collect(),
             mailbox,
             caches: None,
+            closed_check: ClosedCheck::default(),
         }
+    }
+
+    /// Read the closed flag as `check` says while waiting for an answer.
+    pub fn with_closed_check(mut self, check: ClosedCheck) -> Self {
+        self.closed_check = check;
+        self
+    }
+
+    /// How often a waiting warp reads the closed flag.
+    pub fn closed_check(&self) -> ClosedCheck {
+        self.closed_check
     }
 
     /// Also allocate and free small objects through these device caches, as the CUDA client
@@ -126,7 +168,7 @@ impl CpuDevice {
                 return true;
             }
             spins += 1;
-            if spins.is_multiple_of(POLLS_PER_CLOSED_CHECK) && self.mailbox.is_closed() {
+            if self.closed_check.due(spins) && self.mailbox.is_closed() {
                 // The host may still have answered between the two reads.
                 return answered();
             }
@@ -192,7 +234,13 @@ impl CpuDevice {
         let mut handles = [Handle::NULL; WARP_LANES];
         let mut cached = 0;
         if let Some(caches) = &self.caches {
-            let got = caches.alloc(mask, sizes, &|| self.mailbox.is_closed());
+            // The flag is read every `closed_check` polls, as while waiting for an answer.
+            let polls = std::cell::Cell::new(0u32);
+            let closed = || {
+                polls.set(polls.get().wrapping_add(1));
+                self.closed_check.due(polls.get()) && self.mailbox.is_closed()
+            };
+            let got = caches.alloc(mask, sizes, &closed);
             handles = got.handles;
             cached = got.served;
             mask &= !got.served & !lane_mask(|l| sizes[l] == 0);

@@ -101,7 +101,7 @@ pub struct ResolverCounters {
     pub lanes_freed: u64,
 }
 
-/// A free the resolver refused, as [`Resolver::last_bad_frees`] keeps it.
+/// A free the resolver refused, as `Resolver::last_bad_frees` (and `Runtime::last_bad_frees`) keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BadFree {
     /// Its rank among all the bad frees the resolver judged (1 = the first).
@@ -113,7 +113,7 @@ pub struct BadFree {
     pub outcome: LaneStatus,
 }
 
-/// Bad frees [`Resolver::last_bad_frees`] keeps.
+/// Bad frees `Resolver::last_bad_frees` keeps.
 pub const KEPT_BAD_FREES: usize = 64;
 
 /// A successful allocation.

@@ -4,6 +4,10 @@
 #   bash runtime/capi/install.sh --prefix /usr/local          # builds with cargo, then installs
 #   bash runtime/capi/install.sh --prefix DIR --prebuilt target/release   # no build: install these
 #
+# The installed libraries carry their symbols but no debug info (the shared one is about 2 MB
+# instead of 23); --keep-debug-info installs them as built, line tables included, for debuggers
+# and backtraces with file and line.
+#
 # Afterwards (PREFIX/lib/pkgconfig on PKG_CONFIG_PATH for a prefix pkg-config does not search):
 #   nvcc app.cu $(pkg-config --cflags --libs alignmalloc)
 #   find_package(alignmalloc) ... target_link_libraries(app alignmalloc::alignmalloc)
@@ -11,18 +15,20 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 --prefix DIR [--prebuilt DIR_WITH_libalignmalloc.so_AND_.a]" >&2
+  echo "usage: $0 --prefix DIR [--prebuilt DIR_WITH_libalignmalloc.so_AND_.a] [--keep-debug-info]" >&2
   exit 2
 }
 
 prefix=""
 prebuilt=""
+keep_debug_info=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) [ $# -ge 2 ] || usage; prefix="$2"; shift 2 ;;
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
     --prebuilt) [ $# -ge 2 ] || usage; prebuilt="$2"; shift 2 ;;
     --prebuilt=*) prebuilt="${1#--prebuilt=}"; shift ;;
+    --keep-debug-info) keep_debug_info=1; shift ;;
     -h|--help) usage ;;
     *) echo "unknown argument: $1" >&2; usage ;;
   esac
@@ -56,6 +62,13 @@ includedir="$prefix/include"
 install -d "$libdir/pkgconfig" "$libdir/cmake/alignmalloc" "$includedir/alignmalloc/detail"
 install -m 0755 "$prebuilt/libalignmalloc.so" "$libdir/"
 install -m 0644 "$prebuilt/libalignmalloc.a" "$libdir/"
+if [ "$keep_debug_info" = 0 ]; then
+  command -v strip >/dev/null || {
+    echo "strip (binutils) is not installed: install it, or pass --keep-debug-info" >&2
+    exit 1
+  }
+  strip --strip-debug "$libdir/libalignmalloc.so" "$libdir/libalignmalloc.a"
+fi
 install -m 0644 "$here/include/alignmalloc.h" "$includedir/"
 # The same device headers NVRTC compiles (device/include).
 install -m 0644 "$repo/device/include/alignmalloc/alignmalloc.cuh" "$includedir/alignmalloc/"

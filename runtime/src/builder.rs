@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use orchestrator::caches::{CacheChannel, CacheKeeper, CpuCaches};
-use orchestrator::cpu::CpuDevice;
+use orchestrator::cpu::{ClosedCheck, CpuDevice};
 use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig};
 use ortree::VABLOCK_BYTES;
 use parking_lot::Mutex;
@@ -135,7 +135,7 @@ impl RuntimeBuilder {
     }
 
     /// Count unified-memory migrations and page faults with CUPTI (cuda backend, feature
-    /// `cupti`); read them with [`Runtime::take_faults`]. Off by default: CUPTI adds work to
+    /// `cupti`); read them with `Runtime::take_faults`. Off by default: CUPTI adds work to
     /// every migration.
     pub fn fault_counters(mut self, on: bool) -> Self {
         self.fault_counters = on;
@@ -243,13 +243,15 @@ impl RuntimeBuilder {
                 let blocks = arena_blocks(bytes)?;
                 let cap = self.cap_blocks(blocks);
                 let memory = ArenaMemory::host(blocks, cap);
-                let mut device = CpuDevice::new(mailbox.clone());
+                // The CPU warps read the closed flag as often as the CUDA client would.
+                let check = ClosedCheck::every(self.settings.device.polls_per_closed_check);
+                let mut device = CpuDevice::new(mailbox.clone()).with_closed_check(check);
                 let keeper = match self.cache_blocks(blocks) {
                     0 => None,
                     slabs => {
                         let channel = Arc::new(CacheChannel::new(slabs));
-                        device = device
-                            .with_caches(Arc::new(CpuCaches::new(channel.clone(), cap as u64)));
+                        let caches = CpuCaches::new(channel.clone(), cap as u64);
+                        device = device.with_caches(Arc::new(caches));
                         Some(keeper_of(channel, slabs))
                     }
                 };

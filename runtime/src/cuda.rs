@@ -22,7 +22,13 @@ pub enum ProbeError {
     },
     /// A driver call failed.
     #[error("CUDA driver error: {0}")]
-    Driver(#[from] DriverError),
+    Driver(DriverError),
+}
+
+impl From<DriverError> for ProbeError {
+    fn from(e: DriverError) -> Self {
+        ProbeError::Driver(e)
+    }
 }
 
 /// What the runtime needs to know about a GPU.

@@ -91,7 +91,10 @@ impl Devices {
                 .fault_counters(counters && i == 0)
                 .counted_devices(counted)
                 .build()
-                .map_err(|e| Error::Config(format!("device {ordinal}: {e}")))?;
+                .map_err(|e| Error::DeviceOpen {
+                    ordinal,
+                    cause: Box::new(e),
+                })?;
             tracing::info!(
                 ordinal,
                 backend = ?rt.backend(),

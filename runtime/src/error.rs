@@ -13,8 +13,10 @@ use crate::nvrtc::CompileError;
 #[derive(Debug, Error)]
 pub enum Error {
     /// The CUDA backend was asked for and no GPU could be opened.
+    // The message holds the cause, so it is no `source` too: a chain printed whole (`{:#}`)
+    // would say it twice.
     #[error("the CUDA backend was asked for but no GPU could be opened: {0}")]
-    NoGpu(#[from] ProbeError),
+    NoGpu(ProbeError),
     /// Setting up the arena or the mailbox on the GPU failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),
@@ -23,7 +25,7 @@ pub enum Error {
     Compile(#[from] CompileError),
     /// A CUDA driver call failed (loading a module, launching, waiting).
     #[error("CUDA driver error: {0}")]
-    Driver(#[from] cudarc::driver::DriverError),
+    Driver(cudarc::driver::DriverError),
     /// The resolver refused the configuration.
     #[error(transparent)]
     Resolver(#[from] ResolverError),
@@ -64,13 +66,24 @@ pub enum Error {
         /// Objects asked for.
         objects: u64,
     },
+    /// One device of a set ([`crate::Devices::open`]) could not be opened; `cause` is the typed
+    /// error its runtime gave (no GPU, out of memory, a bad setting, ...).
+    #[error("device {ordinal}: {cause}")]
+    DeviceOpen {
+        /// The device's ordinal.
+        ordinal: usize,
+        /// Why its runtime did not build (in the message, so not a `source` too).
+        cause: Box<Error>,
+    },
     /// A handle that is not a live object was freed or accessed.
-    #[error("handle {handle:#x} is not a live object: {status:?}")]
+    #[error("{during} handle {handle:#x}: {} ({status:?})", why_not_live(*status, *during))]
     BadHandle {
         /// The handle.
         handle: u64,
         /// What the resolver found (double free, invalid, interior pointer).
         status: LaneStatus,
+        /// What was done with it.
+        during: HandleUse,
     },
     /// An access went past the end of its object.
     #[error("{len} bytes at offset {offset} run past the {capacity} bytes of handle {handle:#x}")]
@@ -151,3 +164,79 @@ pub enum Error {
 
 /// The runtime's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<ProbeError> for Error {
+    fn from(e: ProbeError) -> Self {
+        Error::NoGpu(e)
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::Driver(e)
+    }
+}
+
+/// What a call did with a handle that turned out not to be a live object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleUse {
+    /// A free.
+    Free,
+    /// A read, a write or a capacity query.
+    Access,
+}
+
+impl std::fmt::Display for HandleUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HandleUse::Free => "freeing",
+            HandleUse::Access => "accessing",
+        })
+    }
+}
+
+/// Why a handle is not a live object, in the words of what was done with it.
+fn why_not_live(status: LaneStatus, during: HandleUse) -> &'static str {
+    match (status, during) {
+        (LaneStatus::DoubleFree, HandleUse::Free) => "its object was already freed",
+        (LaneStatus::DoubleFree, HandleUse::Access) => {
+            "its object was freed; a freed object may not be read or written"
+        }
+        (LaneStatus::InteriorPointer, _) => {
+            "it points inside an object, not at its start; pass the handle the allocation gave"
+        }
+        (LaneStatus::CachedObject, _) => {
+            "its object came from the device caches, which only device code frees"
+        }
+        (LaneStatus::InvalidHandle, _) => "no object of this runtime was ever placed there",
+        (LaneStatus::Ok, _) => "it is live (a bug: report it)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Printed with its causes (`{:#}`, as the CLI does), every cause shows once.
+    #[test]
+    fn a_cause_in_the_message_is_not_repeated_by_the_chain() {
+        // (A driver error's text needs the driver itself, so it is not formatted here.)
+        let errors = [
+            Error::NoGpu(ProbeError::NoDriver),
+            Error::NoGpu(ProbeError::NoDevice {
+                count: 1,
+                ordinal: 3,
+            }),
+        ];
+        for e in errors {
+            let mut whole = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                whole.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            let cause = whole.rsplit(": ").next().unwrap().to_string();
+            assert_eq!(whole.matches(&cause).count(), 1, "{whole}");
+        }
+    }
+}

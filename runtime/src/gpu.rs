@@ -65,13 +65,21 @@ fn device_zeroed(bytes: usize) -> Result<CUdeviceptr, GpuError> {
     // go to a non-blocking stream that does not wait for it: wait here.
     // SAFETY: `ptr` is a fresh allocation of `bytes` bytes; the null stream is the context's
     // legacy stream.
-    check("cuMemsetD8Async", unsafe {
+    let zeroed = check("cuMemsetD8Async", unsafe {
         sys::cuMemsetD8Async(ptr, 0, bytes, std::ptr::null_mut())
-    })?;
-    // SAFETY: as above.
-    check("cuStreamSynchronize", unsafe {
-        sys::cuStreamSynchronize(std::ptr::null_mut())
-    })?;
+    })
+    .and_then(|()| {
+        // SAFETY: as above.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(std::ptr::null_mut())
+        })
+    });
+    if let Err(e) = zeroed {
+        // Not handed out, so freed here; its own failure would say less than the first one.
+        // SAFETY: `ptr` came from cuMemAlloc above and nothing else holds it.
+        let _ = unsafe { sys::cuMemFree_v2(ptr) };
+        return Err(e);
+    }
     Ok(ptr)
 }
 

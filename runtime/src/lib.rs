@@ -14,7 +14,7 @@
 //! - on `sim`, CPU threads play warps through the same mailbox ([`Runtime::run_warps`]).
 //!
 //! With the `cupti` feature, [`RuntimeBuilder::fault_counters`] counts unified-memory migrations
-//! and page faults, read with [`Runtime::take_faults`] and attributed to chunks.
+//! and page faults, read with `Runtime::take_faults` and attributed to chunks.
 //!
 //! Lower layers: [`cuda`] (probing a GPU without panicking), [`nvrtc`] (the compile path), [`gpu`]
 //! (the pinned mailbox and the managed arena).
@@ -41,7 +41,7 @@ pub use cudarc;
 #[cfg(feature = "cupti")]
 pub use devices::DeviceFaults;
 pub use devices::{DeviceList, Devices};
-pub use error::{Error, Result};
+pub use error::{Error, HandleUse, Result};
 pub use launch::Launch;
 pub use orchestrator::BadFree;
 pub use runtime::{ArrangedAlloc, Runtime, SETTLE_TIMEOUT};

@@ -23,7 +23,7 @@ use crate::arena::ArenaMemory;
 use crate::backend::{Backend, BackendKind, CudaBackend};
 use crate::builder::RuntimeBuilder;
 use crate::cuda::DeviceInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, HandleUse, Result};
 use crate::gpu::MailboxArg;
 use crate::launch::Launch;
 use crate::nvrtc::Compiler;
@@ -32,12 +32,6 @@ use crate::nvrtc::Compiler;
 ///
 /// The mailbox itself is not handed out: its device-side calls would let safe code write words
 /// that only the device may write.
-///
-/// ```compile_fail,E0599
-/// fn post(rt: &runtime::Runtime) {
-///     let _ = rt.mailbox();
-/// }
-/// ```
 pub struct Runtime {
     backend: Backend,
     memory: Arc<ArenaMemory>,
@@ -50,6 +44,17 @@ pub struct Runtime {
     /// How long [`Runtime::settle`] waits.
     settle_timeout: std::time::Duration,
 }
+
+/// Holds the check that the mailbox is not handed out (a doc test on a private item, so the
+/// user's page of [`Runtime`] shows no example that fails on purpose).
+///
+/// ```compile_fail,E0599
+/// fn post(rt: &runtime::Runtime) {
+///     let _ = rt.mailbox();
+/// }
+/// ```
+#[allow(dead_code)]
+struct MailboxIsNotHandedOut;
 
 /// The thread that grows the arena ahead of need (the service thread never calls CUDA). It
 /// sleeps until the resolver signals that the arena should grow (an allocation found no room,
@@ -224,7 +229,7 @@ impl Runtime {
         }
     }
 
-    /// The last frees the host refused (at most [`orchestrator::KEPT_BAD_FREES`], oldest
+    /// The last frees the host refused (at most `orchestrator::KEPT_BAD_FREES`, oldest
     /// first), each with its rank among all of them: how a program that frees with
     /// `am::post_free` learns which failed (call [`Runtime::settle`] first). Frees the device
     /// caches judge are returned to the freeing lane at once and only counted
@@ -444,6 +449,7 @@ impl Runtime {
             status => Err(Error::BadHandle {
                 handle: handle.0,
                 status,
+                during: HandleUse::Free,
             }),
         }
     }
@@ -459,6 +465,7 @@ impl Runtime {
             status => Err(Error::BadHandle {
                 handle: address,
                 status,
+                during: HandleUse::Free,
             }),
         }
     }
@@ -481,6 +488,7 @@ impl Runtime {
                 first_error.get_or_insert(Error::BadHandle {
                     handle: lanes[lane].0,
                     status: outcomes[lane],
+                    during: HandleUse::Free,
                 });
             }
         }
@@ -495,6 +503,7 @@ impl Runtime {
             .map_err(|status| Error::BadHandle {
                 handle: handle.0,
                 status,
+                during: HandleUse::Access,
             })
     }
 
@@ -679,7 +688,7 @@ impl Runtime {
         }
     }
 
-    /// The counters since the last call as [`Runtime::take_faults`], or `None` where they were
+    /// The counters since the last call as `Runtime::take_faults` (feature `cupti`), or `None` where they were
     /// asked for but another tool holds CUPTI (see [`Runtime::fault_counting`] for why).
     #[cfg(feature = "cupti")]
     pub fn take_faults_if_counting(&self) -> Result<Option<crate::faults::FaultReport>> {
@@ -701,6 +710,29 @@ impl Runtime {
     /// Run `f` once per warp id in `0..warps` on CPU threads that post to the mailbox like GPU
     /// warps (sim backend). Returns after every warp returned.
     pub fn run_warps(&self, warps: u32, f: impl Fn(crate::sim::CpuWarp<'_>) + Sync) -> Result<()> {
+        let workers = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 64);
+        self.run_warps_on(workers, warps, f)
+    }
+
+    /// [`Runtime::run_warps`] one warp at a time, in id order, each request answered before the
+    /// next warp starts: the resolver sees the same requests in the same order on every run, so
+    /// placements (and whatever is measured from them) repeat exactly.
+    pub fn run_warps_in_order(
+        &self,
+        warps: u32,
+        f: impl Fn(crate::sim::CpuWarp<'_>) + Sync,
+    ) -> Result<()> {
+        self.run_warps_on(1, warps, f)
+    }
+
+    fn run_warps_on(
+        &self,
+        workers: usize,
+        warps: u32,
+        f: impl Fn(crate::sim::CpuWarp<'_>) + Sync,
+    ) -> Result<()> {
         let Backend::Sim(sim) = &self.backend else {
             return Err(Error::WrongBackend {
                 what: "CPU warps",
@@ -708,10 +740,7 @@ impl Runtime {
                 running: self.backend.kind(),
             });
         };
-        let workers = std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(2, 64)
-            .min(warps as usize);
+        let workers = workers.min(warps as usize);
         let next = AtomicU32::new(0);
         std::thread::scope(|scope| {
             for _ in 0..workers {
@@ -751,6 +780,24 @@ impl Drop for Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_warps_read_the_closed_flag_as_the_device_setting_says() {
+        let settings = crate::settings::DeviceSettings {
+            polls_per_closed_check: 7,
+            ..Default::default()
+        };
+        let rt = Runtime::builder()
+            .backend(crate::BackendChoice::Sim)
+            .arena_bytes(64 << 20)
+            .device_settings(settings)
+            .build()
+            .unwrap();
+        let Backend::Sim(sim) = &rt.backend else {
+            panic!("a sim runtime")
+        };
+        assert_eq!(sim.device.closed_check().polls(), 7);
+    }
 
     #[test]
     fn the_grower_sleeps_until_the_arena_should_grow() {

@@ -405,22 +405,31 @@ impl Settings {
 
     /// The ranges every setting must be in, wherever it came from.
     pub fn check(&self) -> Result<()> {
-        let bad = |what: &str, why: String| Err(Error::Config(format!("{what}: {why}")));
+        // Named as the environment variable and the builder call: a value may come from either.
+        let bad = |var: &str, why: String| {
+            let builder = TABLE
+                .iter()
+                .find(|s| s.var == var)
+                .map_or("", |s| s.builder);
+            Err(Error::Config(format!(
+                "{var} (or the builder's `{builder}`): {why}"
+            )))
+        };
         if !(self.arena_fraction > 0.0 && self.arena_fraction <= 1.0) {
             return bad(
-                "arena fraction",
+                "ALIGNMALLOC_ARENA_FRACTION",
                 format!("{} is not in (0, 1]", self.arena_fraction),
             );
         }
         if !(self.growth_mark > 0.0 && self.growth_mark <= 1.0) {
             return bad(
-                "growth mark",
+                "ALIGNMALLOC_GROWTH_MARK",
                 format!("{} is not in (0, 1]", self.growth_mark),
             );
         }
         if self.ports == 0 || self.ports > orchestrator::mailbox::MAX_PORTS {
             return bad(
-                "ports",
+                "ALIGNMALLOC_PORTS",
                 format!(
                     "{} is not in 1..={}",
                     self.ports,
@@ -429,7 +438,10 @@ impl Settings {
             );
         }
         if self.service.max_batch == 0 {
-            return bad("service batch", "0 would serve nothing".into());
+            return bad(
+                "ALIGNMALLOC_SERVICE_MAX_BATCH",
+                "0 would serve nothing".into(),
+            );
         }
         self.device.check()
     }
@@ -549,12 +561,17 @@ mod tests {
             let err = with(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");
         }
+        // Range checks past parsing name the variable (and the builder call) too.
+        for (var, value) in [
+            ("ALIGNMALLOC_PORTS", "0"),
+            ("ALIGNMALLOC_PORTS", "65537"),
+            ("ALIGNMALLOC_SERVICE_MAX_BATCH", "0"),
+        ] {
+            let err = with(&[(var, value)]).unwrap_err().to_string();
+            assert!(err.contains(var), "{var}={value}: {err}");
+        }
         let err = with(&[("ALIGNMALLOC_PORTS", "0")]).unwrap_err().to_string();
-        assert!(err.contains("ports"), "{err}");
-        let err = with(&[("ALIGNMALLOC_SERVICE_MAX_BATCH", "0")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("batch"), "{err}");
+        assert!(err.contains("`ports`"), "{err}");
     }
 
     #[test]

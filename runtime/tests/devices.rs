@@ -46,6 +46,26 @@ fn device_lists_parse_and_bad_ones_say_why() {
 }
 
 #[test]
+fn a_device_that_cannot_open_gives_its_typed_error_and_its_ordinal() {
+    // Less than one 2 MiB block: every device's runtime refuses it.
+    let builder = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(1 << 20);
+    let err = Devices::open(builder, &DeviceList::Ordinals(vec![0, 1]))
+        .err()
+        .expect("no device can open");
+    let Error::DeviceOpen { ordinal, cause } = &err else {
+        panic!("not a DeviceOpen: {err:?}")
+    };
+    assert_eq!(*ordinal, 0, "the first device stops the set");
+    assert!(
+        matches!(**cause, Error::Resolver(_) | Error::Config(_)),
+        "the runtime's own error, typed: {cause:?}"
+    );
+    assert!(err.to_string().starts_with("device 0: "), "{err}");
+}
+
+#[test]
 fn each_device_has_its_own_arena_and_host_frees_find_the_owner() {
     let devices = two_devices();
     assert_eq!(devices.len(), 2);

@@ -103,6 +103,28 @@ fn host_objects_round_trip_through_their_layout() {
 }
 
 #[test]
+fn a_batch_free_frees_every_object_it_can_and_returns_the_first_refusal() {
+    let rt = sim(64);
+    let objects = rt.alloc_arranged(64, 256).unwrap();
+    let freed_first = objects.handles()[5];
+    rt.free(freed_first).unwrap();
+    let err = rt.free_arranged(objects).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BadHandle { handle, status: LaneStatus::DoubleFree, during: runtime::HandleUse::Free }
+                if handle == freed_first.0
+        ),
+        "{err}"
+    );
+    // The other 63 went back: nothing is left, and the one refusal is on the list.
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+    let bad = rt.last_bad_frees();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+}
+
+#[test]
 fn bad_host_input_gets_a_defined_error_and_leaves_the_allocator_whole() {
     let rt = sim(64);
     assert!(matches!(rt.alloc(0), Err(Error::ZeroSize)));

@@ -50,10 +50,17 @@ pub enum HandleKind {
     Arranged = 1,
 }
 
-/// A lane's handle to its allocation. `Handle::NULL` (0) is "nothing".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Pod, Zeroable)]
+/// A lane's handle to its allocation. `Handle::NULL` (0) is "nothing". `Debug` prints it in
+/// hex, as every message does.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct Handle(pub u64);
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Handle({:#x})", self.0)
+    }
+}
 
 // SAFETY: a `Handle` is `#[repr(transparent)]` over a `u64`, the layout of `am::u64` that kernels
 // take handles as, so its bytes are a valid kernel argument.
@@ -330,6 +337,15 @@ pub fn warp_handles(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_prints_hex_as_the_messages_do() {
+        assert_eq!(
+            format!("{:?}", Handle(0x7fff_1234_5000)),
+            "Handle(0x7fff12345000)"
+        );
+        assert_eq!(format!("{:?}", [Handle::NULL]), "[Handle(0x0)]");
+    }
 
     #[test]
     fn fields_round_trip() {

@@ -221,13 +221,14 @@ impl<'a> Walker<'a> {
             faults.push(f.as_ref().map(|f| f.total.gpu_page_faults as f64));
         }
         run.walk_ms_repeats = walks.clone();
-        run.walk_ms = median(&mut walks);
+        let walk_ms = median(&mut walks);
+        run.walk_ms = Some(walk_ms);
         run.fill_ms = median_present(fills);
         run.prefetch_ms = median_present(prefetches);
         // Counted on every walk or on none (the runtime's counters are on or off for its life).
         run.htod_bytes = median_present(htod).map(|b| b as u64);
         run.gpu_faults = median_present(faults).map(|f| f as u64);
-        run.walks_per_s = self.reference.walkers as f64 / (run.walk_ms / 1e3);
+        run.walks_per_s = Some(self.reference.walkers as f64 / (walk_ms / 1e3));
         run.walks_agree = Some(agree);
         Ok(())
     }

@@ -25,7 +25,7 @@ fn load_neighbor(warp: &CpuWarp<'_>, list: Handle, i: u64) -> u32 {
 }
 
 /// Lists allocated by CPU warps (lane t of the warps takes vertex `order[t]`, as the build kernel
-/// does) and filled through the host API.
+/// does), one warp after another, and filled through the host API.
 fn build(
     rt: &Runtime,
     graph: &Graph,
@@ -36,7 +36,8 @@ fn build(
     let handles: Vec<AtomicU64> = (0..vertices).map(|_| AtomicU64::new(0)).collect();
     let failure = Mutex::new(None);
     let started = Instant::now();
-    rt.run_warps(vertices.div_ceil(32) as u32, |warp| {
+    // One warp at a time: the same seed gives the same placement, so the same figures.
+    rt.run_warps_in_order(vertices.div_ceil(32) as u32, |warp| {
         let (first, mask) = warp.lanes_of(vertices);
         let mut sizes = [0u64; WARP_LANES];
         for (l, size) in sizes.iter_mut().enumerate() {
@@ -263,7 +264,8 @@ fn alignmalloc(
     )];
     // Freed by warps, as a kernel would: lists from the device caches are the device's to free.
     let failed = AtomicU64::new(0);
-    rt.run_warps(lists.len().div_ceil(WARP_LANES) as u32, |warp| {
+    // In order too: the next system's lists are placed in what these frees leave.
+    rt.run_warps_in_order(lists.len().div_ceil(WARP_LANES) as u32, |warp| {
         let (first, mask) = warp.lanes_of(lists.len() as u64);
         let handles = std::array::from_fn(|l| {
             lists
@@ -307,8 +309,8 @@ fn modelled_run(
 ) -> SystemRun {
     let walk_ms = ns / 1e6;
     SystemRun {
-        walk_ms,
-        walks_per_s: reference.walkers as f64 / (walk_ms / 1e3),
+        walk_ms: Some(walk_ms),
+        walks_per_s: Some(reference.walkers as f64 / (walk_ms / 1e3)),
         htod_bytes: Some(counts.htod_bytes()),
         gpu_faults: Some(counts.faults_coalesced),
         walks_agree,

@@ -37,9 +37,6 @@ use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, AtomicU64, spin_wait, yield_now};
 
-/// Polls of `filled` between two reads of the mailbox's closed flag.
-const POLLS_PER_CLOSED_CHECK: u32 = 1024;
-
 /// What a warp's allocation got from the caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedAlloc {
@@ -202,6 +199,8 @@ impl CpuCaches {
     }
 
     /// Serve the lanes of `mask` whose size a cache class holds; the others are left alone.
+    /// `closed` is asked on every poll while a warp waits for a slab, and says whether the
+    /// mailbox closed (the caller decides how often it really reads the flag).
     pub fn alloc(
         &self,
         mask: u32,
@@ -353,7 +352,7 @@ impl CpuCaches {
                 return Advance::Denied;
             }
             polls += 1;
-            if polls.is_multiple_of(POLLS_PER_CLOSED_CHECK) && closed() {
+            if closed() {
                 return Advance::Denied;
             }
             if polls < 64 {

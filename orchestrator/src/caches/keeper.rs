@@ -37,7 +37,7 @@ pub struct CacheStats {
     peak_held_bytes: AtomicU64,
 }
 
-/// A copy of [`CacheStats`].
+/// A copy of the keeper's counters (`CacheStats`) at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStatsSnapshot {
     /// Slabs the host handed to the caches.

@@ -242,7 +242,8 @@ typedef struct am_fault_report {
 // The handle or pointer is no object this runtime handed out.
 #define AM_ERR_INVALID_HANDLE 10
 
-// The object was already freed (or the handle is stale).
+// The object was freed (or the handle is stale): a second free, or a read, write or capacity
+// query of a freed object.
 #define AM_ERR_DOUBLE_FREE 11
 
 // The handle or pointer points inside an object, not at its start.

@@ -46,6 +46,8 @@ fn install_logging() {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
                 .with_writer(std::io::stderr)
+                // Colour only on a terminal: logs piped to a file stay plain text.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .try_init();
         }
     });

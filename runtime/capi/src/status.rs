@@ -36,7 +36,8 @@ pub const AM_ERR_SIZE_OVER_LIMIT: am_status = 8;
 pub const AM_ERR_OUT_OF_MEMORY: am_status = 9;
 /// The handle or pointer is no object this runtime handed out.
 pub const AM_ERR_INVALID_HANDLE: am_status = 10;
-/// The object was already freed (or the handle is stale).
+/// The object was freed (or the handle is stale): a second free, or a read, write or capacity
+/// query of a freed object.
 pub const AM_ERR_DOUBLE_FREE: am_status = 11;
 /// The handle or pointer points inside an object, not at its start.
 pub const AM_ERR_INTERIOR_POINTER: am_status = 12;
@@ -125,27 +126,32 @@ pub(crate) fn lane_status_code(status: LaneStatus) -> am_status {
 
 impl From<runtime::Error> for Failure {
     fn from(e: runtime::Error) -> Self {
-        use runtime::Error as E;
-        let status = match &e {
-            E::NoGpu(_) => AM_ERR_NO_GPU,
-            E::Gpu(_) | E::Compile(_) | E::Driver(_) | E::CompletionLost => AM_ERR_CUDA,
-            E::Unanswered { .. } => AM_ERR_INTERNAL,
-            E::Resolver(_) | E::Mailbox(_) | E::Config(_) => AM_ERR_CONFIG,
-            E::WrongBackend { .. } => AM_ERR_WRONG_BACKEND,
-            E::ZeroSize => AM_ERR_ZERO_SIZE,
-            E::SizeOverLimit { .. } => AM_ERR_SIZE_OVER_LIMIT,
-            E::OutOfMemory { .. } => AM_ERR_OUT_OF_MEMORY,
-            E::BadHandle { status, .. } => lane_status_code(*status),
-            E::OutOfBounds { .. } => AM_ERR_OUT_OF_BOUNDS,
-            E::FaultCounters(_) => AM_ERR_FAULT_COUNTERS,
-            E::FaultCountersOff | E::FaultCountersTaken { .. } => AM_ERR_FAULT_COUNTERS_OFF,
-            // A set of devices is a Rust type (C programs make a runtime per device); its
-            // errors map to the nearest codes.
-            E::WrongDevice { .. } | E::NotInAnyArena { .. } => AM_ERR_INVALID_HANDLE,
-            E::DeviceClosed { .. } => AM_ERR_INVALID_RUNTIME,
-            E::NoSuchDevice { .. } => AM_ERR_INVALID_ARGUMENT,
-        };
-        Self::new(status, e.to_string())
+        Self::new(status_of(&e), e.to_string())
+    }
+}
+
+/// The code of a runtime error; a device of a set that did not open answers its cause's code.
+fn status_of(e: &runtime::Error) -> am_status {
+    use runtime::Error as E;
+    match e {
+        E::NoGpu(_) => AM_ERR_NO_GPU,
+        E::Gpu(_) | E::Compile(_) | E::Driver(_) | E::CompletionLost => AM_ERR_CUDA,
+        E::Unanswered { .. } => AM_ERR_INTERNAL,
+        E::Resolver(_) | E::Mailbox(_) | E::Config(_) => AM_ERR_CONFIG,
+        E::WrongBackend { .. } => AM_ERR_WRONG_BACKEND,
+        E::ZeroSize => AM_ERR_ZERO_SIZE,
+        E::SizeOverLimit { .. } => AM_ERR_SIZE_OVER_LIMIT,
+        E::OutOfMemory { .. } => AM_ERR_OUT_OF_MEMORY,
+        E::BadHandle { status, .. } => lane_status_code(*status),
+        E::OutOfBounds { .. } => AM_ERR_OUT_OF_BOUNDS,
+        E::FaultCounters(_) => AM_ERR_FAULT_COUNTERS,
+        E::FaultCountersOff | E::FaultCountersTaken { .. } => AM_ERR_FAULT_COUNTERS_OFF,
+        // A set of devices is a Rust type (C programs make a runtime per device); its
+        // errors map to the nearest codes.
+        E::WrongDevice { .. } | E::NotInAnyArena { .. } => AM_ERR_INVALID_HANDLE,
+        E::DeviceClosed { .. } => AM_ERR_INVALID_RUNTIME,
+        E::NoSuchDevice { .. } => AM_ERR_INVALID_ARGUMENT,
+        E::DeviceOpen { cause, .. } => status_of(cause),
     }
 }
 

@@ -39,6 +39,26 @@ fn check_clean(rt: *mut am_runtime) {
 }
 
 #[test]
+fn the_c_example_in_the_docs_is_the_file_ci_compiles() {
+    let crate_dir = env!("CARGO_MANIFEST_DIR");
+    let file = std::fs::read_to_string(format!("{crate_dir}/examples/first_steps.c")).unwrap();
+    let usage = std::fs::read_to_string(format!("{crate_dir}/../../docs/usage.md")).unwrap();
+    let after = usage
+        .split_once("`runtime/capi/examples/first_steps.c`")
+        .expect("docs/usage.md names the example")
+        .1;
+    let block = after
+        .split_once("```c\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a C block follows")
+        .0;
+    assert_eq!(
+        block, file,
+        "copy runtime/capi/examples/first_steps.c into docs/usage.md"
+    );
+}
+
+#[test]
 fn the_committed_header_is_what_cbindgen_generates() {
     let crate_dir = env!("CARGO_MANIFEST_DIR");
     let config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).unwrap();
@@ -200,6 +220,20 @@ fn host_objects_round_trip_and_bad_input_gets_its_code() {
     assert_eq!(am_free(rt, h + 16), AM_ERR_INTERIOR_POINTER);
     assert_eq!(am_free(rt, h), AM_OK);
     assert_eq!(am_free(rt, h), AM_ERR_DOUBLE_FREE);
+    assert!(last_error().contains("already freed"), "{}", last_error());
+    assert_eq!(
+        // SAFETY: `back` has 1000 bytes; the object is freed.
+        unsafe { am_read(rt, h, 0, back.as_mut_ptr().cast(), 8) },
+        AM_ERR_DOUBLE_FREE
+    );
+    // A read is not a free: the message says the object was freed.
+    let message = last_error();
+    assert!(
+        message.contains("accessing")
+            && message.contains("was freed")
+            && !message.contains("already"),
+        "{message}"
+    );
     assert_eq!(am_free(rt, 0x1234_5000), AM_ERR_INVALID_HANDLE);
     assert_eq!(am_free(rt, 0), AM_OK);
     // The three bad frees above are the last ones kept, oldest first, with their ranks.
