@@ -15,7 +15,9 @@ use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBacken
 use crate::error::{Error, Result};
 use crate::gpu::{PinnedCaches, PinnedMailbox};
 use crate::runtime::Runtime;
-use crate::settings::{DEFAULT_CACHE_SHARE, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Settings};
+use crate::settings::{
+    DEFAULT_SIM_ARENA_BYTES, DeviceSettings, MAX_DEVICE_CACHE_FRACTION, Settings,
+};
 
 /// Most slabs the caches can name (slab ids fit 15 bits of a ring entry): a bound of at most
 /// 64 GiB.
@@ -183,12 +185,25 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The caches' bound for an arena of `arena_blocks` blocks: 0 = none.
-    fn cache_blocks(&self, arena_blocks: usize) -> usize {
-        let bytes = self
-            .settings
-            .device_cache_bytes
-            .unwrap_or(arena_blocks as u64 * VABLOCK_BYTES / DEFAULT_CACHE_SHARE);
+    /// The caches' bound for an arena of `arena_blocks` blocks: 0 = none. A bound over
+    /// [`MAX_DEVICE_CACHE_FRACTION`] of the arena is refused: slabs kept for scattered live
+    /// objects would leave the host too little room for what the caches do not serve, and it
+    /// would answer out of memory with the arena far from full.
+    fn cache_blocks(&self, arena_blocks: usize) -> Result<usize> {
+        let arena = arena_blocks as u64 * VABLOCK_BYTES;
+        let most = (arena as f64 * MAX_DEVICE_CACHE_FRACTION) as u64;
+        let bytes = match self.settings.device_cache_bytes {
+            Some(bytes) if bytes > most => {
+                return Err(Error::Config(format!(
+                    "ALIGNMALLOC_DEVICE_CACHE_BYTES (or the builder's `device_cache_bytes`): \
+                     {bytes} bytes is over half the {arena}-byte arena ({most} bytes): the host \
+                     would have too little room left; ask for at most {most}, or for a larger \
+                     arena (ALIGNMALLOC_ARENA_FRACTION, ALIGNMALLOC_ARENA_BYTES)"
+                )));
+            }
+            Some(bytes) => bytes,
+            None => (arena as f64 * self.settings.device_cache_fraction) as u64,
+        };
         let blocks = (bytes / VABLOCK_BYTES) as usize;
         if blocks > MAX_CACHE_SLABS {
             tracing::warn!(
@@ -197,7 +212,14 @@ impl RuntimeBuilder {
                 "the device caches hold at most 64 GiB; bounded there"
             );
         }
-        blocks.min(MAX_CACHE_SLABS)
+        Ok(blocks.min(MAX_CACHE_SLABS))
+    }
+
+    /// The caches' bound as a share of the arena, when no byte count is given: in (0, 0.5]
+    /// ([`Settings::device_cache_fraction`]; `ALIGNMALLOC_DEVICE_CACHE_FRACTION` overrides it).
+    pub fn device_cache_fraction(mut self, fraction: f64) -> Self {
+        self.settings.device_cache_fraction = fraction;
+        self
     }
 
     /// Pick the backend, reserve the arena, register the mailbox and start the service thread.
@@ -246,7 +268,7 @@ impl RuntimeBuilder {
                 // The CPU warps read the closed flag as often as the CUDA client would.
                 let check = ClosedCheck::every(self.settings.device.polls_per_closed_check);
                 let mut device = CpuDevice::new(mailbox.clone()).with_closed_check(check);
-                let keeper = match self.cache_blocks(blocks) {
+                let keeper = match self.cache_blocks(blocks)? {
                     0 => None,
                     slabs => {
                         let channel = Arc::new(CacheChannel::new(slabs));
@@ -337,7 +359,7 @@ impl RuntimeBuilder {
             self.device_advice.then_some(info.ordinal as i32),
         )?;
         let mut pinned = PinnedMailbox::new(&context, mailbox.clone())?;
-        let (caches, keeper) = match self.cache_blocks(blocks) {
+        let (caches, keeper) = match self.cache_blocks(blocks)? {
             0 => (None, None),
             slabs => {
                 let channel = Arc::new(CacheChannel::new(slabs));

@@ -243,6 +243,12 @@ impl Runtime {
         self.caches.as_ref().map(|k| k.lock().stats().snapshot())
     }
 
+    /// The most bytes the device caches may hold (`None` when they are off): what
+    /// `device_cache_bytes` or `device_cache_fraction` asked for, in whole 2 MiB blocks.
+    pub fn cache_bound_bytes(&self) -> Option<u64> {
+        self.caches.as_ref().map(|k| k.lock().bound_bytes())
+    }
+
     /// Give back what the device caches hold and no object uses: each class's current slab
     /// (its objects not handed out yet), and the slabs published ahead of need. Call it when no
     /// kernel runs (after a synchronize): at the end of a phase, before checking that

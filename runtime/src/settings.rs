@@ -26,8 +26,12 @@ pub const DEFAULT_ARENA_FRACTION: f64 = 0.25;
 pub const DEFAULT_SIM_ARENA_BYTES: u64 = 4 << 30;
 /// Default mailbox ports.
 pub const DEFAULT_PORTS: usize = 8192;
-/// The device caches hold at most this share (1/n) of the arena unless told otherwise.
-pub const DEFAULT_CACHE_SHARE: u64 = 8;
+/// The share of the arena the device caches hold at most, unless told otherwise.
+pub const DEFAULT_DEVICE_CACHE_FRACTION: f64 = 0.125;
+/// The most of the arena the device caches may hold: the rest stays the host's, so objects the
+/// caches do not serve (over 32 KiB, or lanes of a class that was denied a slab) find room
+/// however many slabs the caches keep for scattered live objects.
+pub const MAX_DEVICE_CACHE_FRACTION: f64 = 0.5;
 /// How long [`crate::Runtime::settle`] waits for the service thread by default.
 pub const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -45,8 +49,12 @@ pub struct Settings {
     pub allow_oversubscription: bool,
     /// Mailbox ports.
     pub ports: usize,
-    /// Most bytes the device caches hold (`None`: an eighth of the arena; 0 turns them off).
+    /// Most bytes the device caches hold (`None`: [`Settings::device_cache_fraction`] of the
+    /// arena; 0 turns them off); at most [`MAX_DEVICE_CACHE_FRACTION`] of the arena.
     pub device_cache_bytes: Option<u64>,
+    /// The share of the arena the device caches hold at most when `device_cache_bytes` is not
+    /// set, in (0, [`MAX_DEVICE_CACHE_FRACTION`]].
+    pub device_cache_fraction: f64,
     /// Most freed chunks held back from reuse (`None`: the resolver's default, 1 024).
     pub quarantine_chunks: Option<usize>,
     /// The share of the arena's blocks past which it grows ahead of need, in (0, 1].
@@ -197,6 +205,7 @@ impl Default for Settings {
             allow_oversubscription: false,
             ports: DEFAULT_PORTS,
             device_cache_bytes: None,
+            device_cache_fraction: DEFAULT_DEVICE_CACHE_FRACTION,
             quarantine_chunks: None,
             growth_mark: orchestrator::GROWTH_MARK,
             service: ServiceConfig::default(),
@@ -220,7 +229,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order of docs/settings.md.
-pub const TABLE: [Setting; 19] = [
+pub const TABLE: [Setting; 20] = [
     Setting {
         var: "ALIGNMALLOC_ARENA_BYTES",
         builder: "arena_bytes",
@@ -254,8 +263,14 @@ pub const TABLE: [Setting; 19] = [
     Setting {
         var: "ALIGNMALLOC_DEVICE_CACHE_BYTES",
         builder: "device_cache_bytes",
-        default: "an eighth of the arena",
-        meaning: "most bytes the device caches (sizes up to 32 KiB) hold; 0 turns them off",
+        default: "ALIGNMALLOC_DEVICE_CACHE_FRACTION of the arena",
+        meaning: "most bytes the device caches (sizes up to 32 KiB) hold, at most half the arena; 0 turns them off",
+    },
+    Setting {
+        var: "ALIGNMALLOC_DEVICE_CACHE_FRACTION",
+        builder: "device_cache_fraction",
+        default: "0.125",
+        meaning: "the share of the arena the device caches hold at most when ALIGNMALLOC_DEVICE_CACHE_BYTES is not set, in (0, 0.5]",
     },
     Setting {
         var: "ALIGNMALLOC_QUARANTINE_CHUNKS",
@@ -378,6 +393,9 @@ impl Settings {
         if let Some((var, v)) = get("ALIGNMALLOC_DEVICE_CACHE_BYTES") {
             self.device_cache_bytes = Some(number(&var, &v)?);
         }
+        if let Some((var, v)) = get("ALIGNMALLOC_DEVICE_CACHE_FRACTION") {
+            self.device_cache_fraction = share(&var, &v)?;
+        }
         if let Some((var, v)) = get("ALIGNMALLOC_QUARANTINE_CHUNKS") {
             self.quarantine_chunks = Some(number(&var, &v)? as usize);
         }
@@ -419,6 +437,17 @@ impl Settings {
             return bad(
                 "ALIGNMALLOC_ARENA_FRACTION",
                 format!("{} is not in (0, 1]", self.arena_fraction),
+            );
+        }
+        if !(self.device_cache_fraction > 0.0
+            && self.device_cache_fraction <= MAX_DEVICE_CACHE_FRACTION)
+        {
+            return bad(
+                "ALIGNMALLOC_DEVICE_CACHE_FRACTION",
+                format!(
+                    "{} is not in (0, {MAX_DEVICE_CACHE_FRACTION}]",
+                    self.device_cache_fraction
+                ),
             );
         }
         if !(self.growth_mark > 0.0 && self.growth_mark <= 1.0) {
@@ -494,6 +523,7 @@ mod tests {
             ("ALIGNMALLOC_OVERSUBSCRIBE", "1"),
             ("ALIGNMALLOC_PORTS", "64"),
             ("ALIGNMALLOC_DEVICE_CACHE_BYTES", "0"),
+            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.5"),
             ("ALIGNMALLOC_QUARANTINE_CHUNKS", "16"),
             ("ALIGNMALLOC_GROWTH_MARK", "0.9"),
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "256"),
@@ -516,6 +546,7 @@ mod tests {
         assert!(s.allow_oversubscription);
         assert_eq!(s.ports, 64);
         assert_eq!(s.device_cache_bytes, Some(0));
+        assert_eq!(s.device_cache_fraction, 0.5);
         assert_eq!(s.quarantine_chunks, Some(16));
         assert_eq!(s.growth_mark, 0.9);
         assert_eq!(s.service.max_batch, 256);
@@ -536,7 +567,7 @@ mod tests {
             }
         );
         // Every variable of the table was exercised above.
-        assert_eq!(TABLE.len(), 19);
+        assert_eq!(TABLE.len(), 20);
         assert_eq!(with(&[]).unwrap(), default);
     }
 
@@ -566,6 +597,7 @@ mod tests {
             ("ALIGNMALLOC_PORTS", "0"),
             ("ALIGNMALLOC_PORTS", "65537"),
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "0"),
+            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.75"),
         ] {
             let err = with(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");

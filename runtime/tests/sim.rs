@@ -56,6 +56,32 @@ fn bad_configurations_are_refused_with_a_reason() {
     assert_eq!("sim".parse::<BackendChoice>(), Ok(BackendChoice::Sim));
 }
 
+#[test]
+fn a_cache_bound_over_half_the_arena_is_refused_and_half_is_kept() {
+    let arena = 64u64 << 20;
+    let sim = || {
+        Runtime::builder()
+            .backend(BackendChoice::Sim)
+            .arena_bytes(arena)
+    };
+    let over = sim().device_cache_bytes(arena / 2 + (2 << 20)).build();
+    assert!(
+        matches!(&over, Err(Error::Config(m)) if m.contains("ALIGNMALLOC_DEVICE_CACHE_BYTES") && m.contains("half")),
+        "{:?}",
+        over.err()
+    );
+    let half = sim().device_cache_bytes(arena / 2).build().unwrap();
+    assert_eq!(half.cache_bound_bytes(), Some(arena / 2));
+    let share = sim().device_cache_fraction(0.5).build().unwrap();
+    assert_eq!(share.cache_bound_bytes(), Some(arena / 2));
+    let default = sim().build().unwrap();
+    assert_eq!(default.cache_bound_bytes(), Some(arena / 8));
+    let too_much = sim().device_cache_fraction(0.75).build();
+    assert!(
+        matches!(too_much, Err(Error::Config(m)) if m.contains("ALIGNMALLOC_DEVICE_CACHE_FRACTION"))
+    );
+}
+
 /// A byte pattern that differs per object and per offset.
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len as u64)

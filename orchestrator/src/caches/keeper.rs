@@ -125,6 +125,11 @@ impl CacheKeeper {
         self.held_blocks * VABLOCK_BYTES
     }
 
+    /// The most bytes the caches may hold.
+    pub fn bound_bytes(&self) -> u64 {
+        self.max_blocks * VABLOCK_BYTES
+    }
+
     /// One turn: take back returned slabs, then refill. Returns how many slabs moved.
     pub fn tend(&mut self, source: &mut impl SlabSource) -> usize {
         let mut moved = self.take_returns(source);
