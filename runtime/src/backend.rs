@@ -69,9 +69,65 @@ pub(crate) struct CudaBackend {
     pub faults: crate::faults::Counting,
 }
 
-/// What the sim backend holds: the warps' side of the mailbox.
+/// What the sim backend holds: the warps' side of the mailbox, and the launches of CPU warps
+/// under way.
 pub(crate) struct SimBackend {
     pub device: CpuDevice,
+    pub launches: Launches,
+}
+
+/// Launches of CPU warps under way ([`crate::Runtime::run_warps`]), so that what must not
+/// overlap them (draining the caches) runs alone, as a synchronize waits for kernels: it waits
+/// for the launches under way, and launches wait for it.
+#[derive(Default)]
+pub(crate) struct Launches {
+    state: parking_lot::Mutex<LaunchState>,
+    changed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct LaunchState {
+    running: usize,
+    exclusive: bool,
+}
+
+/// One launch under way; it ends when this is dropped.
+pub(crate) struct Launch<'a>(&'a Launches);
+
+impl Launches {
+    /// A launch begins (after any exclusive work under way).
+    pub fn begin(&self) -> Launch<'_> {
+        let mut state = self.state.lock();
+        while state.exclusive {
+            self.changed.wait(&mut state);
+        }
+        state.running += 1;
+        Launch(self)
+    }
+
+    /// Run `f` with no launch under way and none beginning.
+    pub fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut state = self.state.lock();
+        while state.exclusive || state.running > 0 {
+            self.changed.wait(&mut state);
+        }
+        state.exclusive = true;
+        drop(state);
+        let result = f();
+        self.state.lock().exclusive = false;
+        self.changed.notify_all();
+        result
+    }
+}
+
+impl Drop for Launch<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        state.running -= 1;
+        if state.running == 0 {
+            self.0.changed.notify_all();
+        }
+    }
 }
 
 // One per runtime: the size of the larger variant costs nothing.

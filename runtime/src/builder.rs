@@ -277,7 +277,14 @@ impl RuntimeBuilder {
                         Some(keeper_of(channel, slabs))
                     }
                 };
-                (Backend::Sim(SimBackend { device }), memory, keeper)
+                (
+                    Backend::Sim(SimBackend {
+                        device,
+                        launches: Default::default(),
+                    }),
+                    memory,
+                    keeper,
+                )
             }
         };
         let (base, bytes) = memory.segments()[0];

@@ -30,6 +30,13 @@ use crate::nvrtc::Compiler;
 
 /// The alignmalloc runtime. Build one with [`Runtime::builder`].
 ///
+/// Calls and running kernels: allocations, frees, [`Runtime::settle`] and the counters may be
+/// called while kernels (or CPU warps) run. [`Runtime::write`] and [`Runtime::read`] may too,
+/// but copy bytes a running kernel may be writing (as any access to managed memory would).
+/// [`Runtime::drain_caches`] and dropping the runtime wait for the context's kernels first (on
+/// the sim backend, for the CPU warps under way, which then wait for the drain); never call them
+/// from a CPU warp of the same runtime, which would wait for itself.
+///
 /// The mailbox itself is not handed out: its device-side calls would let safe code write words
 /// that only the device may write.
 pub struct Runtime {
@@ -250,11 +257,28 @@ impl Runtime {
     }
 
     /// Give back what the device caches hold and no object uses: each class's current slab
-    /// (its objects not handed out yet), and the slabs published ahead of need. Call it when no
-    /// kernel runs (after a synchronize): at the end of a phase, before checking that
-    /// everything was freed ([`Runtime::is_empty`]), or to hand the memory to other sizes.
-    /// Slabs with live objects stay until those are freed. Returns the slabs given back.
+    /// (its objects not handed out yet), and the slabs published ahead of need: at the end of
+    /// a phase, before checking that everything was freed ([`Runtime::is_empty`]), or to hand
+    /// the memory to other sizes. Slabs with live objects stay until those are freed. Returns
+    /// the slabs given back.
+    ///
+    /// It first waits for the kernels of the runtime's context (a synchronize, as dropping the
+    /// runtime does) or, on the sim backend, for the CPU warps under way (and launches of CPU
+    /// warps wait for it): the caches' state is rewritten whole, and a warp allocating meanwhile
+    /// would be handed objects the drain takes back, or wait for a slab that never comes. A
+    /// kernel launched on another thread while it runs is the caller's race.
     pub fn drain_caches(&self) -> Result<usize> {
+        match &self.backend {
+            Backend::Cuda(c) => {
+                c.context.synchronize()?;
+                self.drain_caches_now()
+            }
+            Backend::Sim(s) => s.launches.exclusive(|| self.drain_caches_now()),
+        }
+    }
+
+    /// [`Runtime::drain_caches`] once no kernel or CPU warp runs.
+    fn drain_caches_now(&self) -> Result<usize> {
         self.settle()?;
         let Some(keeper) = &self.caches else {
             return Ok(0);
@@ -747,6 +771,7 @@ impl Runtime {
             });
         };
         let workers = workers.min(warps as usize);
+        let _launch = sim.launches.begin();
         let next = AtomicU32::new(0);
         std::thread::scope(|scope| {
             for _ in 0..workers {

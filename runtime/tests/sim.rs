@@ -586,3 +586,72 @@ fn builder_settings_reach_the_resolver() {
     let (a, b) = first_address_after_a_free(None);
     assert_ne!(a, b, "the default quarantine holds the freed place back");
 }
+
+/// `drain_caches` takes back the caches' current slabs; while warps run it would take back
+/// objects they are being handed (and hand them out again), or leave them waiting for a slab
+/// that never comes. It waits for the running warps: warps that tag every object they hold with
+/// their own tag and check it before freeing never find another's, however often another thread
+/// drains meanwhile, and the whole run ends in time.
+#[test]
+fn draining_while_warps_run_waits_for_them_and_hands_nothing_out_twice() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let rt = Arc::new(
+        Runtime::builder()
+            .backend(BackendChoice::Sim)
+            .arena_bytes(256 << 20)
+            .build()
+            .unwrap(),
+    );
+    assert!(rt.cache_bound_bytes().is_some(), "the caches are on");
+    let (done, finished) = std::sync::mpsc::channel();
+    let worker = {
+        let rt = rt.clone();
+        std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            let foreign = AtomicU64::new(0);
+            let drains = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        rt.drain_caches().unwrap();
+                        drains.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+                for round in 0..20u64 {
+                    rt.run_warps(64, |warp| {
+                        let tag = |l: usize| (u64::from(warp.id()) << 32) | (round << 8) | l as u64;
+                        for step in 0..40u64 {
+                            let sizes = [16 + (step % 4) * 16; 32];
+                            let Ok(handles) = warp.malloc(u32::MAX, &sizes) else {
+                                continue;
+                            };
+                            for (l, &h) in handles.iter().enumerate() {
+                                warp.store(h, 0, tag(l));
+                            }
+                            std::thread::yield_now();
+                            for (l, &h) in handles.iter().enumerate() {
+                                if warp.load(h, 0) != tag(l) {
+                                    foreign.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            warp.free(u32::MAX, &handles);
+                        }
+                    })
+                    .unwrap();
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let _ = done.send((foreign.into_inner(), drains.into_inner()));
+        })
+    };
+    let (foreign, drains) = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("warps and drains together did not finish in 2 minutes (a warp waits for a slab the drain took?)");
+    worker.join().unwrap();
+    assert!(drains > 0);
+    assert_eq!(foreign, 0, "objects handed out twice");
+    rt.drain_caches().unwrap();
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}

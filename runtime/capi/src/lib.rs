@@ -161,11 +161,12 @@ pub unsafe extern "C" fn am_runtime_create(
     })
 }
 
-/// Wait until the host has answered every request posted so far (frees posted with
-/// `am::post_free` are done then), and give back what the device caches hold and no object uses
-/// (`Runtime::drain_caches`): call it when no kernel runs, e.g. after `cudaDeviceSynchronize`,
+/// Wait for the runtime's kernels (a context synchronize) and until the host has answered every
+/// request posted so far (frees posted with `am::post_free` are done then), then give back what
+/// the device caches hold and no object uses (`Runtime::drain_caches`): at the end of a phase,
 /// before `am_check` asks whether everything was freed or `am_last_bad_frees` lists the bad
-/// ones. `*slabs` (if not null) gets the number of slabs given back.
+/// ones. A kernel launched on another thread while it runs races with it. `*slabs` (if not
+/// null) gets the number of slabs given back.
 ///
 /// # Safety
 /// `slabs` is null or writable.
