@@ -120,6 +120,8 @@ struct Report {
     cache_returns: u64,
     cache_denials: u64,
     peak_cache_bytes: u64,
+    /// Blocks the caches retired for good (16 384 slabs placed on them).
+    retired_cache_bytes: u64,
     requests_served: u64,
     /// The share of the run the service thread spent serving batches, and the median batch
     /// (requests) and batch time (us): whether the host kept up.
@@ -323,6 +325,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         cache_returns: caches.returns,
         cache_denials: caches.denials,
         peak_cache_bytes: caches.peak_held_bytes,
+        retired_cache_bytes: caches.retired_bytes,
         requests_served: service.requests,
         service_busy_share: service.busy_nanos as f64 / 1e9 / seconds,
         service_batch_p50: service.batch_size_p50_p99.0,
@@ -344,11 +347,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("  frees {name:<16} {v}");
     }
     println!(
-        "  device caches          {} slabs handed out, {} given back, {} denied, peak {} MiB",
+        "  device caches          {} slabs handed out, {} given back, {} denied, peak {} MiB, \
+         {} MiB retired",
         caches.refills,
         caches.returns,
         caches.denials,
-        caches.peak_held_bytes >> 20
+        caches.peak_held_bytes >> 20,
+        caches.retired_bytes >> 20
     );
     println!(
         "  service thread         busy {:.0}% of the run, median batch {} requests in {:.1} us",

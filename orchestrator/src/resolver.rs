@@ -12,8 +12,8 @@
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
 use translator::{
-    Arrangement, CACHE_GENERATIONS_START, Geometry, GeometryConfig, Handle, LayoutError, SizeClass,
-    SlotOrder, WARP_LANES, lane_handles,
+    Arrangement, CACHE_GENERATIONS_START, Geometry, GeometryConfig, Handle, HandleKind,
+    LayoutError, SizeClass, SlotOrder, WARP_LANES, lane_handles,
 };
 
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
@@ -354,11 +354,21 @@ impl Resolver {
                 }
             }
             Op::Free | Op::FreePointer => {
-                let (outcomes, failed) = if op == Op::Free {
+                let (mut outcomes, failed) = if op == Op::Free {
                     self.judge_frees(bytemuck::cast_ref(words))
                 } else {
                     self.judge_pointer_frees(words)
                 };
+                // A warp's free reaches the host for an object of a cache slab only when its
+                // caches found no slab holding the block, and a live cache object's block is
+                // always held: the object was not live. A second free at an object's start (the
+                // host, unlike the device, cannot free a cache object; that answer is for host
+                // calls).
+                for lane in set_lanes(failed) {
+                    if outcomes[lane] == LaneStatus::CachedObject {
+                        outcomes[lane] = self.declined_cache_free(words[lane], op);
+                    }
+                }
                 let mut reply = ReplyRecord::status(match failed {
                     0 => Status::Ok,
                     _ => Status::Partial,
@@ -367,6 +377,22 @@ impl Resolver {
                 reply.failed_lanes = failed;
                 reply
             }
+        }
+    }
+
+    /// What a warp's free of `word` (a handle, or an address for `FreePointer`) into a cache
+    /// slab that its caches declined is: a second free at an object's start of the slab's
+    /// class, an interior pointer elsewhere, an invalid handle when arranged (no cache object
+    /// is).
+    fn declined_cache_free(&self, word: u64, op: Op) -> LaneStatus {
+        let handle = Handle(word);
+        if op == Op::Free && handle.kind() != HandleKind::Plain {
+            return LaneStatus::InvalidHandle;
+        }
+        let at = Handle(handle.address());
+        match self.object_capacity(at) {
+            Ok(_) => LaneStatus::DoubleFree,
+            Err(status) => status,
         }
     }
 

@@ -44,7 +44,7 @@
 //! lies in small blocks, and each block's count of small units in use is right; the chunk table and the generations agree on which blocks are small; every live
 //! chunk has a live lane.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use ortree::{OrTree, OrTreeError, PortionError, PortionPool, VABLOCK_BYTES};
 use translator::{
@@ -186,6 +186,9 @@ pub(crate) struct Segment {
     /// Bytes of the live chunks that hold lane objects (cache slabs are the caches' to count).
     object_bytes: u64,
     generations: Generations,
+    /// Per VABlock (address >> 21) that a device cache slab gave back: that slab's base and
+    /// class, so a late free of one of its objects' starts is told from a made-up address.
+    former_slabs: HashMap<u64, (u64, u8)>,
     /// Per block: units of the small tree held by chunks, the quarantine and recycled runs.
     small_used: Vec<u32>,
     /// Blocks in the small space now.
@@ -237,6 +240,7 @@ impl Segment {
                 },
             ),
             generations: Generations::new(regions.clone()),
+            former_slabs: HashMap::new(),
             chunks: ChunkTable::new(regions),
             arena,
             pool: PortionPool::new(),
@@ -587,6 +591,11 @@ impl Segment {
         match self.chunks.find_mut(base) {
             Some(chunk) if chunk.base == base && chunk.cache_class.is_some() => {
                 chunk.live = 0;
+                let class = chunk.cache_class.unwrap_or_default();
+                let blocks = chunk.bytes.div_ceil(VABLOCK_BYTES);
+                for block in base / VABLOCK_BYTES..base / VABLOCK_BYTES + blocks {
+                    self.former_slabs.insert(block, (base, class));
+                }
                 self.release(base);
                 true
             }
@@ -784,7 +793,13 @@ impl Segment {
 
     /// An address in no live chunk: a double free if an object once started there.
     fn classify_dead(&self, address: u64) -> LaneStatus {
-        if self.generations.seen(address) {
+        let slab_object_start = self
+            .former_slabs
+            .get(&(address / VABLOCK_BYTES))
+            .is_some_and(|&(base, class)| {
+                (address - base).is_multiple_of(class_bytes(class as usize))
+            });
+        if self.generations.seen(address) || slab_object_start {
             LaneStatus::DoubleFree
         } else {
             LaneStatus::InvalidHandle

@@ -8,6 +8,10 @@
 //! 47..0  address    first byte of the lane's tile 0 (plain: the object's first byte)
 //! ```
 //!
+//! A device cache's object is plain and not a warp's lane's, so its handle's tile and lane fields
+//! (62..55) carry the high 8 bits of its slab's cache generation, whose low 6 bits sit in the
+//! generation field above 64: 14 bits, [`CACHE_GENERATIONS`] values (see [`Handle::cached`]).
+//!
 //! The generation has 7 bits (the kind needs 1 and the tile 3): with 3, a stale handle held for
 //! seconds by a delayed warp aliased a new object after 8 reuses of a hot address (seen on the
 //! GPU); 127 new chunks must now start objects in the same 256-byte unit (or page) before that
@@ -39,6 +43,12 @@ pub const GENERATIONS: u8 = 128;
 /// one is never taken for a live object of the other.
 pub const CACHE_GENERATIONS_START: u8 = 64;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+/// Cache generations a device cache's handle carries: a slab's objects carry its blocks' count
+/// of cache slabs so far (the host retires a block before the count wraps, so a stale handle of
+/// a cache object never matches a later slab on its blocks).
+pub const CACHE_GENERATIONS: u32 = 1 << 14;
+/// Set in a [`Handle::free_stamp`] that a device cache made (above any cache generation).
+pub const CACHE_STAMP_FLAG: u32 = CACHE_GENERATIONS;
 
 /// What a handle's address means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,6 +157,29 @@ impl Handle {
     pub const fn with_generation(self, generation: u8) -> Self {
         let field = ((generation % GENERATIONS) as u64) << GENERATION_SHIFT;
         Handle(self.0 & !(GENERATION_MASK << GENERATION_SHIFT) | field)
+    }
+
+    /// A device cache's object at `address` in a slab of cache generation `generation` (taken
+    /// modulo [`CACHE_GENERATIONS`]; the address modulo 2^48): plain, its generation field
+    /// `64 + generation % 64`, its tile and lane fields `generation / 64`.
+    pub const fn cached(address: u64, generation: u32) -> Self {
+        let generation = (generation % CACHE_GENERATIONS) as u64;
+        Handle(
+            (generation >> 6) << LANE_SHIFT
+                | (CACHE_GENERATIONS_START as u64 | generation & 63) << GENERATION_SHIFT
+                | address & ADDRESS_MASK,
+        )
+    }
+
+    /// What a free of this handle is judged by against a cache slab's stamp: for a plain handle
+    /// a device cache made (generation field 64..128), [`CACHE_STAMP_FLAG`] with its cache
+    /// generation; for any other, its generation field (0: not known, a free by address).
+    pub const fn free_stamp(self) -> u32 {
+        let field = self.generation() as u32;
+        if self.kind_field() != HandleKind::Plain as u32 || field < CACHE_GENERATIONS_START as u32 {
+            return field;
+        }
+        CACHE_STAMP_FLAG | ((self.0 >> LANE_SHIFT) as u32 & 0xFF) << 6 | field & 63
     }
 
     /// The 48-bit address.

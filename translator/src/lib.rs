@@ -17,8 +17,8 @@ pub mod slot;
 pub use error::LayoutError;
 pub use geometry::{ARRANGED_MAX_EXPANSION, Geometry, GeometryConfig, SizeClass, small_offsets};
 pub use handle::{
-    Arrangement, CACHE_GENERATIONS_START, GENERATIONS, Handle, HandleKind, contiguous_handles,
-    handles_at, lane_handles, lane_offsets, warp_handles,
+    Arrangement, CACHE_GENERATIONS, CACHE_GENERATIONS_START, CACHE_STAMP_FLAG, GENERATIONS, Handle,
+    HandleKind, contiguous_handles, handles_at, lane_handles, lane_offsets, warp_handles,
 };
 pub use slot::SlotOrder;
 

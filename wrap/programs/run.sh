@@ -13,7 +13,7 @@ am="${2:-target/release/alignmalloc}"
 here="$(dirname "$0")"
 repeats="${REPEATS:-3}"
 mkdir -p "$out/bin"
-for p in small_allocs host_then_gpu linked_lists pipeline prefetch_advise beyond_arena; do
+for p in small_allocs host_then_gpu linked_lists pipeline prefetch_advise beyond_arena host_threads; do
   nvcc -O2 -std=c++17 -arch=native "$here/$p.cu" -o "$out/bin/$p"
 done
 nvcc -O2 -std=c++17 -arch=native -cudart shared "$here/small_allocs.cu" -o "$out/bin/small_allocs_shared"
@@ -31,7 +31,7 @@ run_one() { # name mode run wrap-args...
   cmp -s "$log.result" "$out/$name.plain.1.result" || same=no
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$run" "$same" "$(grep '^time' "$log.out" | cut -d' ' -f2- || true)" >> "$out/summary.tsv"
 }
-for name in small_allocs small_allocs_shared host_then_gpu linked_lists pipeline prefetch_advise beyond_arena; do
+for name in small_allocs small_allocs_shared host_then_gpu linked_lists pipeline prefetch_advise beyond_arena host_threads; do
   extra=()
   [ "$name" = beyond_arena ] && extra=(--max-arena-bytes 512M)
   for r in $(seq 1 "$repeats"); do run_one "$name" plain "$r"; done

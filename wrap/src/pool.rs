@@ -97,7 +97,7 @@ impl Records {
 }
 
 /// What [`Pool::alloc`] decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum PoolAlloc {
     /// Placed in the arena at this address (already recorded).
     Arena(u64),
@@ -105,6 +105,20 @@ pub enum PoolAlloc {
     Driver(Origin),
     /// Past the cap with [`PastCap::Fail`]: answer out of memory.
     OutOfMemory,
+    /// ([`Pool::try_alloc`] only) The arena has no room: reserve [`Growth::bytes`] from the
+    /// driver, give the outcome to [`Pool::finish_growth`], then try again without growing.
+    Grow(Growth),
+}
+
+/// A segment the arena needs: the caller reserves it from the driver (outside any lock it
+/// holds around the pool) and hands the outcome to [`Pool::finish_growth`]. Until then its bytes
+/// count against the cap.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a growth is pending until finish_growth takes it"]
+pub struct Growth {
+    /// Bytes to reserve (one block more than the segment: the driver's address need not be
+    /// block aligned).
+    pub bytes: u64,
 }
 
 /// What [`Pool::free`] decided.
@@ -181,6 +195,17 @@ pub struct Pool<R: Reserve> {
     next_id: u64,
     live_bytes: u64,
     counters: PoolCounters,
+    /// Bytes of [`Growth`]s handed out and not yet finished.
+    pending_bytes: u64,
+}
+
+/// Where [`Pool::place`] put a request.
+enum Placement {
+    Placed(u64),
+    /// Not in the arena as it is.
+    NoRoom,
+    /// In no arena (over 1 TiB).
+    Never,
 }
 
 impl<R: Reserve> Pool<R> {
@@ -206,6 +231,7 @@ impl<R: Reserve> Pool<R> {
             next_id: 1,
             live_bytes: 0,
             counters: PoolCounters::default(),
+            pending_bytes: 0,
         }
     }
 
@@ -224,56 +250,82 @@ impl<R: Reserve> Pool<R> {
         &mut self.reserve
     }
 
-    /// Place `bytes` (`1..`) for a program's managed allocation made at `now_ns`.
+    /// Place `bytes` (`1..`) for a program's managed allocation made at `now_ns`, reserving from
+    /// the driver (through the pool's [`Reserve`]) when the arena needs to grow.
     pub fn alloc(&mut self, bytes: u64, now_ns: u64, caller: Option<String>) -> PoolAlloc {
+        match self.try_alloc(bytes, now_ns, caller.clone(), true) {
+            PoolAlloc::Grow(growth) => {
+                let reserved = self.reserve.reserve(growth.bytes);
+                self.finish_growth(growth, reserved);
+                self.try_alloc(bytes, now_ns, caller, false)
+            }
+            placed => placed,
+        }
+    }
+
+    /// [`Pool::alloc`] without calling the driver: where the arena has no room and
+    /// `may_grow`, [`PoolAlloc::Grow`] says what to reserve (so a caller that serialises the
+    /// pool can reserve without holding its lock, while other threads allocate).
+    pub fn try_alloc(
+        &mut self,
+        bytes: u64,
+        now_ns: u64,
+        caller: Option<String>,
+        may_grow: bool,
+    ) -> PoolAlloc {
         if !self.enabled {
             return PoolAlloc::Driver(Origin::Driver);
         }
-        let placed = match slabs::class_of(bytes) {
-            Some(class) => self.slab_object(class),
-            None => self.place(bytes),
+        let (placed, need) = match slabs::class_of(bytes) {
+            Some(class) => (self.slab_object(class), SLAB_BYTES),
+            None => (self.place(bytes), bytes),
         };
         match placed {
-            Some(base) => {
+            Placement::Placed(base) => {
                 self.counters.arena_allocations += 1;
                 let mapped = slabs::class_of(bytes).is_none();
                 self.insert(base, bytes, Origin::Arena, now_ns, caller, mapped);
                 PoolAlloc::Arena(base)
             }
-            None => self.past_the_cap(bytes),
+            Placement::NoRoom if may_grow => match self.plan_growth(need) {
+                Some(growth) => PoolAlloc::Grow(growth),
+                None => self.past_the_cap(bytes),
+            },
+            Placement::NoRoom | Placement::Never => self.past_the_cap(bytes),
         }
     }
 
     /// An object of slab class `class`, from a slab with room or a new one.
-    fn slab_object(&mut self, class: usize) -> Option<u64> {
+    fn slab_object(&mut self, class: usize) -> Placement {
         let record = self.records.len();
         if let Some(address) = self.slabs.take(class, record) {
-            return Some(address);
+            return Placement::Placed(address);
         }
-        let base = self.place(SLAB_BYTES)?;
-        self.slabs.add(base, class);
-        self.slabs.take(class, record)
-    }
-
-    /// Room for `bytes` from the resolver, growing the arena once if it has none.
-    fn place(&mut self, bytes: u64) -> Option<u64> {
-        let mut grew = false;
-        loop {
-            if let Some(r) = &mut self.resolver {
-                match r.alloc_plain(bytes) {
-                    Ok(base) => return Some(base),
-                    Err(Status::OutOfMemory) => {}
-                    Err(status) => {
-                        // Over 1 TiB: more than any arena holds.
-                        tracing::warn!(bytes, ?status, "an allocation the arena cannot place");
-                        return None;
-                    }
+        match self.place(SLAB_BYTES) {
+            Placement::Placed(base) => {
+                self.slabs.add(base, class);
+                match self.slabs.take(class, record) {
+                    Some(address) => Placement::Placed(address),
+                    None => Placement::Never,
                 }
             }
-            if grew || !self.grow(bytes) {
-                return None;
+            other => other,
+        }
+    }
+
+    /// Room for `bytes` from the arena as it is.
+    fn place(&mut self, bytes: u64) -> Placement {
+        let Some(r) = &mut self.resolver else {
+            return Placement::NoRoom;
+        };
+        match r.alloc_plain(bytes) {
+            Ok(base) => Placement::Placed(base),
+            Err(Status::OutOfMemory) => Placement::NoRoom,
+            Err(status) => {
+                // Over 1 TiB: more than any arena holds.
+                tracing::warn!(bytes, ?status, "an allocation the arena cannot place");
+                Placement::Never
             }
-            grew = true;
         }
     }
 
@@ -582,16 +634,15 @@ impl<R: Reserve> Pool<R> {
         r.died_ns = Some(now_ns);
     }
 
-    /// Reserve another segment with room for `bytes`: twice what is reserved (at least the
-    /// first size and the request), less at the cap. `false` when the cap leaves no room or the
-    /// driver refuses.
-    fn grow(&mut self, bytes: u64) -> bool {
+    /// The segment to reserve for room for `bytes`: twice what is reserved or pending (at least
+    /// the first size and the request), less at the cap; `None` when the cap leaves no room.
+    fn plan_growth(&mut self, bytes: u64) -> Option<Growth> {
         let need = if bytes <= PLAIN_SMALL_MAX {
             VABLOCK_BYTES
         } else {
             bytes.next_multiple_of(VABLOCK_BYTES)
         };
-        let reserved = self.counters.reserved_bytes;
+        let reserved = self.counters.reserved_bytes + self.pending_bytes;
         // One block more than the segment: the driver's address need not be block aligned.
         let room = self
             .cap
@@ -599,16 +650,30 @@ impl<R: Reserve> Pool<R> {
             .saturating_sub(VABLOCK_BYTES);
         let room = room - room % VABLOCK_BYTES;
         if room < need {
-            return false;
+            return None;
         }
         let want = self.first_bytes.max(reserved).max(need).min(room);
-        let raw = match self.reserve.reserve(want + VABLOCK_BYTES) {
+        let bytes = want + VABLOCK_BYTES;
+        self.pending_bytes += bytes;
+        Some(Growth { bytes })
+    }
+
+    /// Take the driver's answer to a [`Growth`]: the reservation's first byte, or its error.
+    /// `true` when the arena grew.
+    pub fn finish_growth(&mut self, growth: Growth, reserved: Result<u64, i32>) -> bool {
+        self.pending_bytes -= growth.bytes;
+        let raw = match reserved {
             Ok(raw) => raw,
             Err(code) => {
-                tracing::warn!(bytes = want, code, "the driver refused to grow the arena");
+                tracing::warn!(
+                    bytes = growth.bytes,
+                    code,
+                    "the driver refused to grow the arena"
+                );
                 return false;
             }
         };
+        let want = growth.bytes - VABLOCK_BYTES;
         let base = raw.next_multiple_of(VABLOCK_BYTES);
         let blocks = (want / VABLOCK_BYTES) as usize;
         let added = match &mut self.resolver {
@@ -622,7 +687,7 @@ impl<R: Reserve> Pool<R> {
             return false;
         }
         self.counters.reservations += 1;
-        self.counters.reserved_bytes += want + VABLOCK_BYTES;
+        self.counters.reserved_bytes += growth.bytes;
         tracing::info!(
             base = format_args!("{base:#x}"),
             bytes = want,

@@ -50,6 +50,10 @@ void am_shim_handle_fields(am::u64 h, am::u64* out) {
 am::u64 am_shim_handle_with_generation(am::u64 h, unsigned generation) {
   return am::handle_with_generation(h, generation);
 }
+am::u64 am_shim_handle_cached(am::u64 address, unsigned generation) {
+  return am::handle_cached(address, generation);
+}
+unsigned am_shim_handle_free_stamp(am::u64 h) { return am::handle_free_stamp(h); }
 am::u64 am_shim_lane_handle_contiguous(const am::Geometry* g, am::u64 chunk_base,
                                        const am::u64* sizes, unsigned lane) {
   return am::lane_handle_contiguous(*g, chunk_base, sizes, lane);
@@ -130,7 +134,7 @@ am::u64 am_shim_code(unsigned which) {
 }
 
 // Cache geometry (detail/cache_geometry.h): `what` 0 class of `x`, 1 slab blocks of class `x`,
-// 2 slab objects of class `x`, 3 generation of ring entry `x`, 4 hash home of block `x` in a
+// 2 slab objects of class `x`, 3 free stamp of ring entry `x`, 4 hash home of block `x` in a
 // table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
 // ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation, 11 the class word's
 // slab number shift, 12 the VA block's bytes, 13 the big page's bytes.
@@ -139,7 +143,7 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 0: return am::cache_class(x);
     case 1: return am::cache_slab_blocks((unsigned)x);
     case 2: return am::cache_slab_objects((unsigned)x);
-    case 3: return am::cache_entry_generation(x);
+    case 3: return am::cache_entry_stamp(x);
     case 4: return am::cache_hash_home(x, y);
     case 5: return am::kCacheBitmapWords;
     case 6: return am::kCachedMaxBytes;

@@ -73,6 +73,8 @@ unsafe extern "C" {
     safe fn am_shim_handle_arranged(address: u64, tile_log2: u32, lane: u32) -> u64;
     fn am_shim_handle_fields(h: u64, out: *mut u64);
     safe fn am_shim_handle_with_generation(h: u64, generation: u32) -> u64;
+    safe fn am_shim_handle_cached(address: u64, generation: u32) -> u64;
+    safe fn am_shim_handle_free_stamp(h: u64) -> u32;
     fn am_shim_lane_handle_contiguous(
         g: *const CGeometry,
         chunk_base: u64,
@@ -214,6 +216,16 @@ pub fn handle_fields(h: u64) -> [u64; 5] {
 /// `am::handle_with_generation`.
 pub fn handle_with_generation(h: u64, generation: u32) -> u64 {
     am_shim_handle_with_generation(h, generation)
+}
+
+/// `am::handle_cached`.
+pub fn handle_cached(address: u64, generation: u32) -> u64 {
+    am_shim_handle_cached(address, generation)
+}
+
+/// `am::handle_free_stamp`.
+pub fn handle_free_stamp(h: u64) -> u32 {
+    am_shim_handle_free_stamp(h)
 }
 
 /// `am::lane_handle_contiguous`.

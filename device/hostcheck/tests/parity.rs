@@ -100,6 +100,18 @@ fn translate_and_fields_agree_on_any_bits() {
             cpp::handle_with_generation(h, u32::from(generation)),
             handle.with_generation(generation).0
         );
+        assert_eq!(cpp::handle_free_stamp(h), handle.free_stamp(), "h {h:#x}");
+        // Any address and any 32-bit generation (taken modulo the cache generations).
+        let cache_generation = (offset >> 20) as u32;
+        let cached = Handle::cached(h, cache_generation);
+        assert_eq!(cpp::handle_cached(h, cache_generation), cached.0);
+        // A cache's handle: plain, its address, and the stamp of its generation.
+        assert_eq!(cached.kind(), translator::HandleKind::Plain);
+        assert_eq!(cached.address(), handle.address());
+        assert_eq!(
+            cached.free_stamp(),
+            translator::CACHE_STAMP_FLAG | (cache_generation % translator::CACHE_GENERATIONS)
+        );
     }
 }
 

@@ -133,7 +133,10 @@ fn cache_geometry_matches() {
         let rust = cache_class(size).map_or(CACHE_CLASSES as u64, |c| c as u64);
         assert_eq!(hostcheck::cache(0, size, 0), rust, "class of {size}");
         let (base, id, generation) = entry_parts(size);
-        assert_eq!(hostcheck::cache(3, size, 0), u64::from(generation));
+        assert_eq!(
+            hostcheck::cache(3, size, 0),
+            u64::from(translator::CACHE_STAMP_FLAG | generation)
+        );
         assert_eq!(hostcheck::cache(8, size, 0), u64::from(id));
         assert_eq!(hostcheck::cache(9, size, 0), base);
         let len = 64usize << (size % 12);

@@ -10,24 +10,28 @@ use super::geometry::{CACHE_CLASSES, RING_LEN};
 use crate::shared::{SharedArrays, Width};
 use crate::sync::{AtomicU32, fence};
 use ortree::VABLOCK_BYTES;
-use translator::CACHE_GENERATIONS_START;
+use translator::{ADDRESS_BITS, CACHE_GENERATIONS};
 
-/// A ring entry: the slab's first byte (2 MiB aligned), with its slab id in the low
-/// `ENTRY_ID_BITS` bits and its generation (64..128, less 64) in the 6 bits above.
+/// A ring entry: the slab's cache generation above bit [`ENTRY_GENERATION_SHIFT`], its first
+/// byte (2 MiB aligned, below 2^48) and its slab id in the low `ENTRY_ID_BITS` bits.
 pub const ENTRY_ID_BITS: u32 = 15;
+/// Where a ring entry's cache generation starts: above the 48-bit address.
+pub const ENTRY_GENERATION_SHIFT: u32 = ADDRESS_BITS;
 
-/// The ring entry of slab `id` at `base` whose objects carry `generation` (64..128).
-pub fn entry_word(base: u64, id: u32, generation: u8) -> u64 {
+/// The ring entry of slab `id` at `base` whose objects carry cache generation `generation`.
+pub fn entry_word(base: u64, id: u32, generation: u32) -> u64 {
     debug_assert_eq!(base % VABLOCK_BYTES, 0);
-    debug_assert!(id < 1 << ENTRY_ID_BITS && generation >= CACHE_GENERATIONS_START);
-    base | u64::from(generation - CACHE_GENERATIONS_START) << ENTRY_ID_BITS | u64::from(id)
+    debug_assert!(base >> ENTRY_GENERATION_SHIFT == 0);
+    debug_assert!(id < 1 << ENTRY_ID_BITS && generation < CACHE_GENERATIONS);
+    u64::from(generation) << ENTRY_GENERATION_SHIFT | base | u64::from(id)
 }
 
-/// A ring entry as `(base, slab id, generation)`.
-pub fn entry_parts(entry: u64) -> (u64, u32, u8) {
+/// A ring entry as `(base, slab id, cache generation)`.
+pub fn entry_parts(entry: u64) -> (u64, u32, u32) {
     let id = (entry & ((1 << ENTRY_ID_BITS) - 1)) as u32;
-    let generation = ((entry >> ENTRY_ID_BITS) & 63) as u8 + CACHE_GENERATIONS_START;
-    (entry & !(VABLOCK_BYTES - 1), id, generation)
+    let generation = (entry >> ENTRY_GENERATION_SHIFT) as u32 & (CACHE_GENERATIONS - 1);
+    let base = entry & ((1 << ENTRY_GENERATION_SHIFT) - 1) & !(VABLOCK_BYTES - 1);
+    (base, id, generation)
 }
 
 /// The shared words of the caches of one runtime.
@@ -123,9 +127,9 @@ impl CacheChannel {
         self.u32s(DENIED)[class].load(Ordering::Relaxed)
     }
 
-    /// Slab number `index` of `class` as `(base, slab id, generation)`; call after `filled`
+    /// Slab number `index` of `class` as `(base, slab id, cache generation)`; call after `filled`
     /// showed it.
-    pub fn entry(&self, class: usize, index: u32) -> (u64, u32, u8) {
+    pub fn entry(&self, class: usize, index: u32) -> (u64, u32, u32) {
         fence(Ordering::Acquire);
         entry_parts(
             self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]

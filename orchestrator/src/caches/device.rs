@@ -6,9 +6,9 @@
 //! yet), the class lock (held by the warp moving the class to its next slab) and the slab id of
 //! each slab number modulo `RING_LEN` (an entry may already hold a later slab's id when a
 //! delayed warp reads it: the id's own number tells, see [`CpuCaches::slab_of_number`]). Per slab id: its base, class, live objects (all of them
-//! when it becomes current, counted down by frees), slab number and generation (64..128, from
-//! the host's ring entry: it differs from the last slab on the same blocks; every handle of the
-//! slab carries it), its life (how many times the id became current) and its bitmap of freed
+//! when it becomes current, counted down by frees), slab number and free stamp (`CACHE_STAMP_FLAG`
+//! with the cache generation of the host's ring entry, which is above that of every earlier slab
+//! on the same blocks; every handle of the slab carries it, [`Handle::cached`]), its life (how many times the id became current) and its bitmap of freed
 //! objects, each `u64` word the life it belongs to (high half) and 32 bits. A hash table maps each
 //! VABlock that was ever part of a slab to the slab holding it now (or none): keys are never
 //! removed, so lookups stop at the first empty entry and the table never fills with tombstones;
@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use translator::{CACHE_GENERATIONS_START, Handle, HandleKind, WARP_LANES};
+use translator::{CACHE_GENERATIONS, CACHE_STAMP_FLAG, Handle, HandleKind, WARP_LANES};
 
 use super::channel::CacheChannel;
 use super::geometry::{
@@ -232,14 +232,13 @@ impl CpuCaches {
                         break;
                     };
                     let base = self.slab_base[id].load(Ordering::Relaxed);
-                    let generation = self.slab_generation[id].load(Ordering::Relaxed) as u8;
+                    let stamp = self.slab_generation[id].load(Ordering::Relaxed);
                     let log2 = class as u32 + MIN_OBJECT_LOG2;
                     for (rank, lane) in set_lanes(pending).enumerate() {
                         let slot = cursor + rank as u64;
                         if slot < objects {
-                            out.handles[lane] = Handle::plain(base + (slot << log2), lane as u32)
-                                .expect("arena addresses fit a handle")
-                                .with_generation(generation);
+                            out.handles[lane] =
+                                Handle::cached(base + (slot << log2), stamp % CACHE_GENERATIONS);
                             pending &= !(1 << lane);
                             out.served |= 1 << lane;
                         }
@@ -367,7 +366,7 @@ impl CpuCaches {
         self.slab_base[slab].store(base, Ordering::Relaxed);
         self.slab_class[slab].store(class as u32, Ordering::Relaxed);
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
-        self.slab_generation[slab].store(u32::from(generation), Ordering::Relaxed);
+        self.slab_generation[slab].store(CACHE_STAMP_FLAG | generation, Ordering::Relaxed);
         // The number last (release): a reader that sees it sees the class above (`is_slab`).
         self.slab_number[slab].store(number, Ordering::Release);
         // The new life after the fields above (a free that reads it sees them), then its
@@ -439,14 +438,14 @@ impl CpuCaches {
         };
         let mut slabs = [usize::MAX; WARP_LANES];
         for lane in set_lanes(mask) {
-            let (address, generation) = if by_address {
-                (words[lane], None)
+            let (address, stamp) = if by_address {
+                (words[lane], 0)
             } else {
                 let h = Handle(words[lane]);
                 if h.is_null() || h.kind() != HandleKind::Plain {
                     continue;
                 }
-                (h.address(), Some(h.generation()))
+                (h.address(), h.free_stamp())
             };
             if address == 0 {
                 continue;
@@ -454,13 +453,13 @@ impl CpuCaches {
             let slab = self.slab_of_block(address >> 21);
             // A handle a cache slab made whose blocks no slab holds now: its slab went back
             // after its last object was freed, so this is a second free.
-            let stale = generation.is_some_and(|g| g >= CACHE_GENERATIONS_START);
+            let stale = stamp >= CACHE_STAMP_FLAG;
             if slab.is_none() && !stale {
                 continue; // the host's object, or no one's: the host judges it
             }
             out.handled |= 1 << lane;
             let outcome = match slab {
-                Some(slab) => match self.judge_free(slab, address, generation) {
+                Some(slab) => match self.judge_free(slab, address, stamp) {
                     Ok((slot, life)) => self.set_bit(slab, slot, life),
                     Err(status) => status,
                 },
@@ -499,20 +498,16 @@ impl CpuCaches {
 
     /// One lane's object in `slab`, before its bit: its slot and the slab's life it was judged
     /// in when it may be freed, else its outcome.
-    fn judge_free(
-        &self,
-        slab: usize,
-        address: u64,
-        generation: Option<u8>,
-    ) -> Result<(u64, u32), LaneStatus> {
+    fn judge_free(&self, slab: usize, address: u64, stamp: u32) -> Result<(u64, u32), LaneStatus> {
         // The life first: the fields read below are this life's or a later one's, and the
         // bit is set only in a word of this life.
         let life = self.slab_life[slab].load(Ordering::Acquire);
-        // Then the generation: a handle of an earlier slab on these blocks (of any class) is
-        // a second free, wherever in the new slab it points. Generation 0 (a free by address,
-        // or a handle made by hand) is not checked.
-        let current = self.slab_generation[slab].load(Ordering::Relaxed) as u8;
-        if generation.is_some_and(|g| g != 0 && g != current) {
+        // Then the stamp: a handle of an earlier slab on these blocks (of any class: a block's
+        // cache generations only grow) or of a host chunk there before is a second free,
+        // wherever in the new slab it points. Stamp 0 (a free by address, or a handle made by
+        // hand) is not checked.
+        let current = self.slab_generation[slab].load(Ordering::Relaxed);
+        if stamp != 0 && stamp != current {
             return Err(LaneStatus::DoubleFree);
         }
         let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
@@ -529,7 +524,13 @@ impl CpuCaches {
         if (word >> SLAB_NUMBER_SHIFT) as u32 == self.slab_number[slab].load(Ordering::Relaxed)
             && slot >= word & CURSOR_MASK
         {
-            return Err(LaneStatus::InvalidHandle); // not handed out yet
+            // Not handed out in this life: a pointer (no stamp) can only be of an earlier
+            // life of the blocks, a second free; a handle of this life was made up.
+            return Err(if stamp == 0 {
+                LaneStatus::DoubleFree
+            } else {
+                LaneStatus::InvalidHandle
+            });
         }
         Ok((slot, life))
     }
@@ -727,7 +728,7 @@ mod tests {
         let [old, last] = [first.handles[0], first.handles[1]];
         assert_eq!(free(&caches, old), LaneStatus::Ok);
         let slab = caches.slab_of_block(old.address() >> 21).unwrap();
-        let late = caches.judge_free(slab, old.address(), Some(old.generation()));
+        let late = caches.judge_free(slab, old.address(), old.free_stamp());
         let (slot, life) = late.expect("its slab is alive: the bit decides");
 
         assert_eq!(free(&caches, last), LaneStatus::Ok, "the slab goes back");
@@ -748,6 +749,29 @@ mod tests {
         keeper.reclaim(source);
         assert_eq!(keeper.held_bytes(), 0);
         assert!(!source.held);
+    }
+
+    /// A free into the current slab at an object not handed out yet in its life: by address
+    /// (which carries no life) it can only be a second free of an earlier life's object; a
+    /// handle of this life there was made up.
+    #[test]
+    fn a_free_of_an_object_not_handed_out_yet_is_a_second_free_by_address_and_invalid_by_handle() {
+        let (caches, host) = caches_and_host(1, 64, 16 * VABLOCK_BYTES, OneSlab { held: false });
+        let got = alloc_with_host(&caches, &host, 2);
+        let [first, _] = [got.handles[0], got.handles[1]];
+        let unhanded = first.address() + 5 * (32 << 10);
+        let mut words = [0; WARP_LANES];
+        words[0] = unhanded;
+        let by_address = caches.free(1, &words, true);
+        assert_eq!(
+            (by_address.handled, by_address.lanes[0]),
+            (1, LaneStatus::DoubleFree)
+        );
+        let made_up = Handle::cached(unhanded, first.free_stamp() % CACHE_GENERATIONS);
+        assert_eq!(free(&caches, made_up), LaneStatus::InvalidHandle);
+        for h in &got.handles[..2] {
+            assert_eq!(free(&caches, *h), LaneStatus::Ok);
+        }
     }
 
     /// Slabs anywhere: each taken slab gets new blocks.

@@ -4,7 +4,11 @@
 //!
 //! Invariants ([`CacheKeeper::check`]): every slab id is free or held, never both; the blocks of
 //! the held slabs sum to `held_blocks`, which never exceeds `max_blocks`; per class, the published
-//! and not yet taken slabs are fewer than `RING_LEN`.
+//! and not yet taken slabs are fewer than `RING_LEN`. A slab's cache generation is above that of
+//! every earlier slab on any of its blocks; a block whose generations are used up is retired:
+//! the caches keep it and never place a slab on it again, so a stale handle of a cache object is
+//! never taken for an object of a later slab (at the price of one block per
+//! `CACHE_GENERATIONS` slab lives on it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::channel::{CacheChannel, entry_word};
 use super::geometry::{CACHE_CLASSES, RING_LEN, class_bytes, slab_blocks};
 use ortree::VABLOCK_BYTES;
-use translator::{CACHE_GENERATIONS_START, GENERATIONS};
+use translator::CACHE_GENERATIONS;
 
 /// Slabs published ahead of the device's consumption, per class in use.
 pub const DEPTH: u32 = 2;
@@ -35,6 +39,7 @@ pub struct CacheStats {
     denials: AtomicU64,
     held_bytes: AtomicU64,
     peak_held_bytes: AtomicU64,
+    retired_bytes: AtomicU64,
 }
 
 /// A copy of the keeper's counters (`CacheStats`) at one moment.
@@ -51,6 +56,9 @@ pub struct CacheStatsSnapshot {
     pub held_bytes: u64,
     /// The most bytes they held at once.
     pub peak_held_bytes: u64,
+    /// Bytes of blocks retired from the caches (their cache generations used up), held for
+    /// good and outside the bound.
+    pub retired_bytes: u64,
 }
 
 impl CacheStats {
@@ -62,6 +70,7 @@ impl CacheStats {
             denials: self.denials.load(Ordering::Relaxed),
             held_bytes: self.held_bytes.load(Ordering::Relaxed),
             peak_held_bytes: self.peak_held_bytes.load(Ordering::Relaxed),
+            retired_bytes: self.retired_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -87,10 +96,8 @@ pub struct CacheKeeper {
     /// Per class: `taken` when the caches were last drained; slabs are published ahead of need
     /// only once the device takes one past it (a drained class stays empty until used).
     quiet_at: [u32; CACHE_CLASSES],
-    /// Per VABlock that was ever part of a slab: the generation of the last slab on it.
-    block_generations: HashMap<u64, u8>,
-    /// The generation of the last slab placed.
-    last_generation: u8,
+    /// Per VABlock that was ever part of a slab: the cache generation of the last slab on it.
+    block_generations: HashMap<u64, u32>,
     stats: Arc<CacheStats>,
 }
 
@@ -110,7 +117,6 @@ impl CacheKeeper {
             returns_read: 0,
             quiet_at: [0; CACHE_CLASSES],
             block_generations: HashMap::new(),
-            last_generation: GENERATIONS - 1,
             stats: Arc::new(CacheStats::default()),
         }
     }
@@ -159,7 +165,10 @@ impl CacheKeeper {
             let index = self.filled[class];
             match self.place(class, source) {
                 Some((base, id)) => {
-                    let generation = self.stamp(base, slab_blocks(class));
+                    let Some(generation) = self.stamp(base, slab_blocks(class)) else {
+                        self.retire(id);
+                        continue;
+                    };
                     tracing::trace!(class, index, id, generation, "cache slab published");
                     self.channel
                         .publish(class, index, entry_word(base, id, generation));
@@ -182,33 +191,39 @@ impl CacheKeeper {
         moved
     }
 
-    /// The generation of a new slab on `blocks` blocks from `base` (64..128): the next of one
-    /// counter over all placements, cycling, skipping any its blocks had last. So it differs
-    /// from the 63 slabs placed before it anywhere (a stale handle of a slab just returned
-    /// never matches, however its blocks were used since) and from the last slab on each of
-    /// its blocks. The blocks remember it.
-    fn stamp(&mut self, base: u64, blocks: u64) -> u8 {
+    /// The cache generation of a new slab on `blocks` blocks from `base`: one above the
+    /// highest any of them had (0 for blocks never in a slab), which the blocks remember; `None`
+    /// when that would wrap (the slab must be retired).
+    fn stamp(&mut self, base: u64, blocks: u64) -> Option<u32> {
         let first = base / VABLOCK_BYTES;
-        let last: Vec<u8> = (first..first + blocks)
-            .filter_map(|b| self.block_generations.get(&b).copied())
-            .collect();
-        let next = |g: u8| {
-            if g + 1 >= GENERATIONS {
-                CACHE_GENERATIONS_START
-            } else {
-                g + 1
-            }
-        };
-        let mut generation = next(self.last_generation);
-        // At most 16 blocks, 64 generations: a free one is always found.
-        while last.contains(&generation) {
-            generation = next(generation);
+        let generation = (first..first + blocks)
+            .map(|b| self.block_generations.get(&b).map_or(0, |g| g + 1))
+            .max()?;
+        if generation >= CACHE_GENERATIONS {
+            return None;
         }
-        self.last_generation = generation;
         for b in first..first + blocks {
             self.block_generations.insert(b, generation);
         }
-        generation
+        Some(generation)
+    }
+
+    /// Keep held slab `id`'s blocks for good, outside the bound: their cache generations are
+    /// used up, so no slab may be placed on them again.
+    fn retire(&mut self, id: u32) {
+        let Some(slab) = self.slabs.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        self.held_blocks -= slab.blocks;
+        self.free_ids.push(id);
+        let bytes = slab.blocks * VABLOCK_BYTES;
+        let retired = self.stats.retired_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        tracing::warn!(
+            base = format_args!("{:#x}", slab.base),
+            bytes,
+            retired,
+            "cache blocks retired: {CACHE_GENERATIONS} slabs were placed on them"
+        );
     }
 
     /// A slab of `class` within the bound: its base and id.
@@ -440,56 +455,145 @@ mod tests {
             .sum()
     }
 
+    /// Caches and their host on one thread: the host takes its turn where a waiting warp
+    /// polls the closed flag.
+    struct OneThread {
+        caches: crate::caches::CpuCaches,
+        keeper: std::cell::RefCell<CacheKeeper>,
+        source: std::cell::RefCell<Blocks>,
+    }
+
+    impl OneThread {
+        fn new() -> Self {
+            let channel = Arc::new(CacheChannel::new(8));
+            Self {
+                caches: crate::caches::CpuCaches::new(channel.clone(), 64),
+                keeper: CacheKeeper::new(channel, 64 * VABLOCK_BYTES).into(),
+                source: Blocks::new(64).into(),
+            }
+        }
+
+        /// A full warp's objects of `size` bytes.
+        fn alloc(&self, size: u64) -> [translator::Handle; 32] {
+            let host_turn = || {
+                self.keeper
+                    .borrow_mut()
+                    .tend(&mut *self.source.borrow_mut());
+                false
+            };
+            let got = self.caches.alloc(u32::MAX, &[size; 32], &host_turn);
+            assert_eq!(got.served, u32::MAX);
+            got.handles
+        }
+
+        /// Free every handle; each lane's outcome (every lane handled on the device).
+        fn free(&self, handles: &[translator::Handle; 32]) -> [LaneStatus; 32] {
+            let out = self.caches.free(u32::MAX, &handles.map(|h| h.0), false);
+            assert_eq!(out.handled, u32::MAX);
+            out.lanes
+        }
+
+        /// Drain the device side and take back every slab with nothing live.
+        fn drain(&self) {
+            self.caches.drain();
+            self.keeper
+                .borrow_mut()
+                .reclaim(&mut *self.source.borrow_mut());
+        }
+    }
+
+    fn all(lanes: &[LaneStatus; 32], status: LaneStatus) -> bool {
+        lanes.iter().all(|&s| s == status)
+    }
+
     /// A slab goes back, a slab of another class is placed on the same block, and the handles
     /// of the first one are freed again: each is a second free (the generations of the two
     /// slabs differ), not an interior pointer or a free of the new slab's objects.
     #[test]
     fn a_stale_handle_into_a_new_slab_on_the_same_block_is_a_double_free() {
-        use crate::caches::CpuCaches;
-        use std::cell::RefCell;
-        use translator::Handle;
-        let channel = Arc::new(CacheChannel::new(8));
-        let caches = CpuCaches::new(channel.clone(), 64);
-        let keeper = RefCell::new(CacheKeeper::new(channel, 64 * VABLOCK_BYTES));
-        let source = RefCell::new(Blocks::new(64));
-        // One thread: the host takes its turn where a waiting warp polls the closed flag.
-        let host_turn = || {
-            keeper.borrow_mut().tend(&mut *source.borrow_mut());
-            false
-        };
-        let alloc = |size: u64| {
-            let got = caches.alloc(u32::MAX, &[size; 32], &host_turn);
-            assert_eq!(got.served, u32::MAX);
-            got.handles
-        };
-        let free = |handles: &[Handle; 32]| caches.free(u32::MAX, &handles.map(|h| h.0), false);
-        let old = alloc(64);
-        assert!(free(&old).lanes.iter().all(|&s| s == LaneStatus::Ok));
-        caches.drain();
-        keeper.borrow_mut().reclaim(&mut *source.borrow_mut());
-        assert_eq!(keeper.borrow().held_bytes(), 0);
-        let new = alloc(100);
+        let t = OneThread::new();
+        let old = t.alloc(64);
+        assert!(all(&t.free(&old), LaneStatus::Ok));
+        t.drain();
+        assert_eq!(t.keeper.borrow().held_bytes(), 0);
+        let new = t.alloc(100);
         assert_eq!(
             new[0].address(),
             old[0].address(),
             "first fit: the same block"
         );
-        let again = free(&old);
-        assert_eq!(again.handled, u32::MAX);
-        assert!(
-            again.lanes.iter().all(|&s| s == LaneStatus::DoubleFree),
-            "{:?}",
-            again.lanes
-        );
-        assert!(free(&new).lanes.iter().all(|&s| s == LaneStatus::Ok));
-        caches.drain();
-        keeper.borrow_mut().reclaim(&mut *source.borrow_mut());
+        let again = t.free(&old);
+        assert!(all(&again, LaneStatus::DoubleFree), "{again:?}");
+        assert!(all(&t.free(&new), LaneStatus::Ok));
+        t.drain();
         // No slab holds the block now: still a second free, judged on the device.
-        let gone = free(&old);
-        assert_eq!(gone.handled, u32::MAX);
-        assert!(gone.lanes.iter().all(|&s| s == LaneStatus::DoubleFree));
-        keeper.borrow().check().unwrap();
-        assert!(source.borrow().out.is_empty());
+        assert!(all(&t.free(&old), LaneStatus::DoubleFree));
+        t.keeper.borrow().check().unwrap();
+        assert!(t.source.borrow().out.is_empty());
+    }
+
+    /// A handle kept from a slab's first life is freed again in each of 300 later lives of its
+    /// block, of three classes: always a second free, and the object now at its address stays
+    /// live. (Generations that cycle, as 64 of them did, let the 64th later life take the stale
+    /// handle for its own object and free it.)
+    #[test]
+    fn a_stale_handle_stays_a_second_free_in_every_later_life_of_its_block() {
+        let t = OneThread::new();
+        let old = t.alloc(64);
+        assert!(all(&t.free(&old), LaneStatus::Ok));
+        t.drain();
+        for life in 1..=300 {
+            let new = t.alloc([64, 100, 300][life % 3]);
+            assert_eq!(
+                new[0].address(),
+                old[0].address(),
+                "life {life}: the same block"
+            );
+            let again = t.free(&old);
+            assert!(
+                all(&again, LaneStatus::DoubleFree),
+                "life {life}: {again:?}"
+            );
+            let mine = t.free(&new);
+            assert!(
+                all(&mine, LaneStatus::Ok),
+                "life {life}: the new objects were freed by the stale handle: {mine:?}"
+            );
+            t.drain();
+            assert_eq!(t.keeper.borrow().held_bytes(), 0);
+        }
+        t.keeper.borrow().check().unwrap();
+    }
+
+    /// A block whose cache generations are used up is retired: the slab placed on it is kept
+    /// outside the bound and the class gets a slab elsewhere; the block is never offered again.
+    #[test]
+    fn a_block_whose_generations_are_used_up_is_retired_and_never_placed_again() {
+        let channel = Arc::new(CacheChannel::new(8));
+        let mut keeper = CacheKeeper::new(channel.clone(), 2 * VABLOCK_BYTES);
+        let mut source = Blocks::new(4);
+        // Block 1 (the first Blocks hands out) has had its last cache generation.
+        keeper.block_generations.insert(1, CACHE_GENERATIONS - 1);
+        channel.post_demand(0, 1);
+        keeper.tend(&mut source);
+        assert_eq!(channel.filled(0), 1, "the ask is answered with a slab");
+        let (base, ..) = channel.entry(0, 0);
+        assert_eq!(
+            base,
+            2 * VABLOCK_BYTES,
+            "the slab lies past the retired block"
+        );
+        assert_eq!(keeper.stats().snapshot().retired_bytes, VABLOCK_BYTES);
+        assert_eq!(
+            keeper.held_bytes(),
+            VABLOCK_BYTES,
+            "retired blocks are outside the bound"
+        );
+        assert!(
+            source.out.contains_key(&VABLOCK_BYTES),
+            "the retired block stays taken"
+        );
+        keeper.check().unwrap();
     }
 
     /// The host's turn, then what it must have done: answered every ask, published at most
@@ -545,18 +649,20 @@ mod tests {
             let mut source = Blocks::new(arena_blocks);
             let mut device = Device::default();
             let mut used_since_drain = [false; CACHE_CLASSES];
-            let mut last_generation = BTreeMap::<u64, u8>::new();
+            let mut last_generation = BTreeMap::<u64, u32>::new();
             for s in steps {
                 match s {
                     Step::Take(class) => {
                         let index = device.taken[class];
                         if channel.filled(class) > index {
                             let (base, id, generation) = channel.entry(class, index);
-                            prop_assert!(generation >= translator::CACHE_GENERATIONS_START);
-                            // A slab's generation differs from its blocks' previous slab's.
+                            // A slab's cache generation is above that of every earlier slab
+                            // on any of its blocks.
                             let first = base / VABLOCK_BYTES;
-                            if let Some(&before) = last_generation.get(&first) {
-                                prop_assert_ne!(before, generation);
+                            for b in first..first + slab_blocks(class) {
+                                if let Some(&before) = last_generation.get(&b) {
+                                    prop_assert!(generation > before, "block {}: {} after {}", b, generation, before);
+                                }
                             }
                             for b in first..first + slab_blocks(class) {
                                 last_generation.insert(b, generation);

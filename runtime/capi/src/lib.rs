@@ -18,6 +18,7 @@
 
 #![allow(non_camel_case_types)]
 
+mod binding;
 mod registry;
 mod status;
 mod types;

@@ -1,16 +1,14 @@
-//! The live runtimes behind `am_runtime*` values, and the translation units whose default
-//! mailbox `am_bind` writes.
+//! The live runtimes behind `am_runtime*` values, and the real devices whose default mailbox
+//! `am_bind` writes (the binding table itself is [`crate::binding`]).
 //!
 //! An `am_runtime*` is never a real address: it is a token, `id << TOKEN_SHIFT`, for an id that
 //! is never reused. Every call looks the token up, so a destroyed, forged or null runtime is
 //! [`AM_ERR_INVALID_RUNTIME`], never a dereference of freed memory.
 //!
-//! Invariants: a token maps to at most one runtime, and only while it is live; `bound` holds at
-//! most one live runtime per device; on each device, every registered unit's copy was last
-//! written that device's bound runtime's mailbox (or an unbound, all-zero one), as far as its
-//! binder reported success. A unit has one copy of its default mailbox per device (a
-//! `__device__` variable), and its binder writes the copy of the device whose context is current,
-//! so every write runs with the bound runtime's context current.
+//! Invariants: a token maps to at most one runtime, and only while it is live. A unit has one
+//! copy of its default mailbox per device (a `__device__` variable), and its binder writes the
+//! copy of the device whose context is current, so every write runs with the bound runtime's
+//! context current. Lock order: the binding table's lock, then the registry's.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,13 +18,11 @@ use runtime::Runtime;
 use runtime::cudarc::driver::CudaContext;
 use runtime::faults::FaultReport;
 
+use crate::binding::{Binder, Bindings, DeviceCopies};
 use crate::status::{
     AM_ERR_CUDA, AM_ERR_INVALID_RUNTIME, AM_ERR_NOTHING_TO_BIND, AM_ERR_NULL_ARGUMENT, Failure,
 };
 use crate::types::{am_device_mailbox, am_runtime, am_unit_binder};
-
-/// A registered unit's binder (`am_unit_binder` without its null).
-type Binder = unsafe extern "C" fn(*const am_device_mailbox) -> std::ffi::c_int;
 
 /// Low bits of a token that are always zero.
 const TOKEN_SHIFT: u32 = 8;
@@ -38,28 +34,29 @@ pub(crate) struct Entry {
     pub faults: Mutex<FaultReport>,
 }
 
-#[derive(Default)]
 struct Registry {
     runtimes: BTreeMap<u64, Arc<Entry>>,
-    /// Units registered by `alignmalloc.cuh`, in registration order.
-    units: Vec<Binder>,
-    /// Per device ordinal: the runtime bound there.
-    bound: BTreeMap<usize, Bound>,
 }
 
-/// A runtime bound as its device's default mailbox.
-struct Bound {
-    id: u64,
-    mailbox: am_device_mailbox,
-    /// Its context, to make current while writing the units (and to unbind after it is gone).
-    context: Arc<CudaContext>,
+/// A device's copies, written with its runtime's context current.
+#[derive(Clone)]
+struct CudaDevice(Arc<CudaContext>);
+
+impl DeviceCopies for CudaDevice {
+    fn write(&self, units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure> {
+        runtime::cuda::with_current(&self.0, || write_units(units, mailbox)).map_err(|e| {
+            Failure::new(
+                AM_ERR_CUDA,
+                format!("making the runtime's context current to bind: {e}"),
+            )
+        })?
+    }
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     runtimes: BTreeMap::new(),
-    units: Vec::new(),
-    bound: BTreeMap::new(),
 });
+static BINDINGS: Bindings<CudaDevice> = Bindings::new();
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The registry, whatever a panicking holder left (its maps are consistent between statements).
@@ -103,41 +100,19 @@ pub(crate) fn get(token: *const am_runtime) -> Result<Arc<Entry>, Failure> {
         .ok_or_else(|| invalid(token))
 }
 
-/// Unregister the runtime behind `token` and drop it (after calls in flight on other threads
-/// finish); unbind its device's units if it was bound there.
+/// Unregister the runtime behind `token`, unbind it wherever it is bound, and drop it (after
+/// calls in flight on other threads finish).
 pub(crate) fn remove(token: *const am_runtime) -> Result<(), Failure> {
     let id = id_of(token).ok_or_else(|| invalid(token))?;
     let entry = registry()
         .runtimes
         .remove(&id)
         .ok_or_else(|| invalid(token))?;
+    // Unbound before the mailbox goes: a kernel launched from here on sees no default mailbox.
+    let unbound = BINDINGS.unbind(id);
     // Dropping waits for the context's kernels and stops the service thread.
     drop(entry);
-    let mut r = registry();
-    let device = r
-        .bound
-        .iter()
-        .find_map(|(&device, b)| (b.id == id).then_some(device));
-    if let Some(bound) = device.and_then(|d| r.bound.remove(&d)) {
-        let units = r.units.clone();
-        drop(r);
-        write_units_on(&bound.context, &units, &am_device_mailbox::default())?;
-    }
-    Ok(())
-}
-
-/// [`write_units`] with `context` current (its device's copies).
-fn write_units_on(
-    context: &CudaContext,
-    units: &[Binder],
-    mailbox: &am_device_mailbox,
-) -> Result<(), Failure> {
-    runtime::cuda::with_current(context, || write_units(units, mailbox)).map_err(|e| {
-        Failure::new(
-            AM_ERR_CUDA,
-            format!("making the runtime's context current to bind: {e}"),
-        )
-    })?
+    unbound
 }
 
 /// Write `mailbox` into every unit; the first failure names the unit and its CUDA error.
@@ -164,21 +139,7 @@ fn write_units(units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Fail
 /// Register a translation unit's binder; write the mailbox of every device's bound runtime at
 /// once.
 pub(crate) fn register_unit(binder: am_unit_binder) -> Result<(), Failure> {
-    let binder = binder.ok_or_else(|| Failure::null("binder"))?;
-    let mut r = registry();
-    if !r.units.contains(&binder) {
-        r.units.push(binder);
-    }
-    let bound: Vec<(Arc<CudaContext>, am_device_mailbox)> = r
-        .bound
-        .values()
-        .map(|b| (b.context.clone(), b.mailbox))
-        .collect();
-    drop(r);
-    for (context, mailbox) in bound {
-        write_units_on(&context, &[binder], &mailbox)?;
-    }
-    Ok(())
+    BINDINGS.register_unit(binder.ok_or_else(|| Failure::null("binder"))?)
 }
 
 /// Make `token`'s runtime the default mailbox of every registered unit's kernels on its device
@@ -187,9 +148,8 @@ pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
     let entry = get(token)?;
     let mailbox = am_device_mailbox::from(entry.runtime.mailbox_arg()?.0);
     let context = entry.runtime.context()?.clone();
-    let device = entry.runtime.device_info().map_or(0, |d| d.ordinal);
-    let units = registry().units.clone();
-    if units.is_empty() {
+    let ordinal = entry.runtime.device_info().map_or(0, |d| d.ordinal);
+    if !BINDINGS.has_units() {
         return Err(Failure::new(
             AM_ERR_NOTHING_TO_BIND,
             "no translation unit of this program includes <alignmalloc/alignmalloc.cuh> \
@@ -197,16 +157,13 @@ pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
              am_runtime_device_mailbox to your kernels instead",
         ));
     }
-    write_units_on(&context, &units, &mailbox)?;
-    if let Some(id) = id_of(token) {
-        registry().bound.insert(
-            device,
-            Bound {
-                id,
-                mailbox,
-                context,
-            },
-        );
-    }
-    Ok(())
+    let id = id_of(token).ok_or_else(|| invalid(token))?;
+    BINDINGS.bind(
+        id,
+        ordinal,
+        mailbox,
+        CudaDevice(context),
+        || registry().runtimes.contains_key(&id),
+        || invalid(token),
+    )
 }

@@ -1,12 +1,16 @@
 //! The real driver: the real `dlsym` (glibc's, found with `dlvsym`, which this library does not
 //! interpose), libcuda's handle, and the driver entry points this library calls itself.
 //!
-//! Invariant: nothing here calls `dlsym` by name (this library's own `dlsym` is the
+//! Invariants: nothing here calls `dlsym` by name (this library's own `dlsym` is the
 //! interposer); every driver pointer comes from libcuda's handle, never from the global scope,
-//! where this library's exported wrappers would shadow the driver's.
+//! where this library's exported wrappers would shadow the driver's; finding glibc's `dlsym` and
+//! libcuda's handle takes no lock and cannot panic, so a lookup made while libcuda loads (from
+//! its own constructor, inside our `dlsym`) gets an answer instead of waiting for itself.
 
+use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `CUresult`.
 pub type CuResult = c_int;
@@ -36,41 +40,61 @@ pub struct MemLocation {
     pub id: c_int,
 }
 
-type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
-/// glibc's `dlsym`.
-pub fn real_dlsym() -> DlsymFn {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let found = *REAL.get_or_init(|| {
+/// glibc's `dlsym` (`None` if this glibc has no versioned definition: then no lookup can be
+/// answered). No lock and no panic: `dlsym` is called from anywhere, a loader's constructor
+/// included.
+pub fn real_dlsym() -> Option<DlsymFn> {
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let mut found = REAL.load(Ordering::Acquire);
+    if found == 0 {
         // glibc 2.34 moved dlsym into libc (GLIBC_2.34); older ones have GLIBC_2.2.5.
-        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
+        found = [c"GLIBC_2.34", c"GLIBC_2.2.5"]
             .iter()
             // SAFETY: dlvsym with RTLD_NEXT and valid C strings only looks a symbol up.
             .map(|version| unsafe {
                 libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr())
             })
             .find(|p| !p.is_null())
-            .map_or(0, |p| p as usize)
-    });
-    assert!(found != 0, "glibc's dlsym cannot be found");
+            .map_or(0, |p| p as usize);
+        REAL.store(found, Ordering::Release);
+    }
     // SAFETY: the address of glibc's dlsym, which has this signature.
-    unsafe { std::mem::transmute::<usize, DlsymFn>(found) }
+    (found != 0).then(|| unsafe { std::mem::transmute::<usize, DlsymFn>(found) })
+}
+
+thread_local! {
+    /// Whether this thread is loading libcuda for [`libcuda`] now.
+    static LOADING_LIBCUDA: Cell<bool> = const { Cell::new(false) };
 }
 
 /// libcuda's handle (loaded by the program by the time any wrapper runs; loaded here if not).
+/// Null while this thread loads it (a lookup from libcuda's own constructor): the caller then
+/// treats the name as unwrapped, and no lock is waited for.
 pub fn libcuda() -> *mut c_void {
-    static HANDLE: OnceLock<usize> = OnceLock::new();
-    *HANDLE.get_or_init(|| {
-        let name = c"libcuda.so.1";
-        // SAFETY: dlopen with a valid C string; RTLD_NOLOAD only returns an existing handle.
-        let mut handle =
-            unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            // SAFETY: as above, loading it.
-            handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
-        }
-        handle as usize
-    }) as *mut c_void
+    static HANDLE: AtomicUsize = AtomicUsize::new(0);
+    let handle = HANDLE.load(Ordering::Acquire);
+    if handle != 0 {
+        return handle as *mut c_void;
+    }
+    if LOADING_LIBCUDA
+        .try_with(|l| l.replace(true))
+        .unwrap_or(true)
+    {
+        return std::ptr::null_mut();
+    }
+    let name = c"libcuda.so.1";
+    // SAFETY: dlopen with a valid C string; RTLD_NOLOAD only returns an existing handle.
+    let mut handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        // SAFETY: as above, loading it.
+        handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY) };
+    }
+    LOADING_LIBCUDA.with(|l| l.set(false));
+    // Two threads may both have opened it: the same handle (dlopen counts references).
+    HANDLE.store(handle as usize, Ordering::Release);
+    handle
 }
 
 /// libcuda's own definition of `name` (null if it has none).
@@ -79,8 +103,11 @@ pub fn lookup(name: &CStr) -> *mut c_void {
     if handle.is_null() {
         return std::ptr::null_mut();
     }
-    // SAFETY: glibc's dlsym with a handle from dlopen and a valid C string.
-    unsafe { real_dlsym()(handle, name.as_ptr()) }
+    match real_dlsym() {
+        // SAFETY: glibc's dlsym with a handle from dlopen and a valid C string.
+        Some(dlsym) => unsafe { dlsym(handle, name.as_ptr()) },
+        None => std::ptr::null_mut(),
+    }
 }
 
 type AllocManagedFn = unsafe extern "C" fn(*mut DevicePtr, usize, c_uint) -> CuResult;

@@ -14,15 +14,16 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wrap::Advice;
+use wrap::Reserve;
 use wrap::pool::{Owner, PoolAlloc, PoolFree};
 
-use crate::driver::{self, CuResult, DevicePtr, MemLocation, Stream};
+use crate::driver::{self, CuResult, DevicePtr, ManagedReserve, MemLocation, Stream};
 use crate::driver::{
     CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_SET_READ_MOSTLY, CU_MEM_ATTACH_GLOBAL,
     CU_MEM_LOCATION_TYPE_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
 };
-use crate::state::{self, with_state};
+use crate::state::{self, with_pool};
 
 /// Buffer ids of arena allocations: this bit, then the allocation's number (the driver numbers
 /// its own buffers from 1, far below).
@@ -260,13 +261,27 @@ pub unsafe extern "C" fn cuMemAllocManaged(
             // SAFETY: the caller's arguments, passed on.
             return unsafe { real(dptr, bytes, flags) };
         }
+        let Some(started) = state::started() else {
+            // A call back from the driver or CUPTI while this thread starts the wrapper.
+            // SAFETY: the caller's arguments, passed on.
+            return unsafe { real(dptr, bytes, flags) };
+        };
         let caller = state::caller();
-        with_state(|s| {
-            let now = s.now();
-            let placed = s.pool.alloc(bytes as u64, now, caller.clone());
-            let address = match placed {
-                PoolAlloc::Arena(address) => address,
+        let mut may_grow = true;
+        let address = loop {
+            let now = state::ticks();
+            let placed =
+                with_pool(|pool| pool.try_alloc(bytes as u64, now, caller.clone(), may_grow))
+                    .unwrap_or(PoolAlloc::Driver(wrap::pool::Origin::Driver));
+            match placed {
+                PoolAlloc::Arena(address) => break address,
                 PoolAlloc::OutOfMemory => return CUDA_ERROR_OUT_OF_MEMORY,
+                PoolAlloc::Grow(growth) => {
+                    // Reserved without the pool's lock: other threads allocate meanwhile.
+                    let reserved = ManagedReserve.reserve(growth.bytes);
+                    with_pool(|pool| pool.finish_growth(growth, reserved));
+                    may_grow = false;
+                }
                 PoolAlloc::Driver(origin) => {
                     let mut address = 0;
                     // SAFETY: the caller's arguments, with a local out-pointer.
@@ -274,16 +289,17 @@ pub unsafe extern "C" fn cuMemAllocManaged(
                     if result != CUDA_SUCCESS {
                         return result;
                     }
-                    s.pool
-                        .record_driver(address, bytes as u64, origin, now, caller);
-                    address
+                    with_pool(|pool| {
+                        pool.record_driver(address, bytes as u64, origin, now, caller.clone())
+                    });
+                    break address;
                 }
-            };
-            settle(s.device(), address, bytes);
-            // SAFETY: checked non-null; the caller's out-pointer.
-            unsafe { *dptr = address };
-            CUDA_SUCCESS
-        })
+            }
+        };
+        settle(started.device(), address, bytes);
+        // SAFETY: checked non-null; the caller's out-pointer.
+        unsafe { *dptr = address };
+        CUDA_SUCCESS
     })
 }
 
@@ -326,15 +342,13 @@ fn free_with(
     let owner = if address == 0 {
         Owner::Driver
     } else {
-        with_state(|s| s.pool.owner(address))
+        owner_of(address)
     };
     if owner == Owner::Driver {
         let result = free();
         if result == CUDA_SUCCESS && address != 0 {
-            with_state(|s| {
-                let now = s.now();
-                s.pool.record_driver_free(address, now)
-            });
+            let now = state::ticks();
+            with_pool(|pool| pool.record_driver_free(address, now));
         }
         return result;
     }
@@ -345,14 +359,19 @@ fn free_with(
             return waited;
         }
     }
-    match with_state(|s| {
-        let now = s.now();
-        s.pool.free(address, now)
-    }) {
-        PoolFree::Freed => CUDA_SUCCESS,
-        PoolFree::Refused(_) => CUDA_ERROR_INVALID_VALUE,
-        PoolFree::Driver => unreachable!("an arena address"),
+    let now = state::ticks();
+    match with_pool(|pool| pool.free(address, now)) {
+        Some(PoolFree::Freed) => CUDA_SUCCESS,
+        Some(PoolFree::Refused(_)) => CUDA_ERROR_INVALID_VALUE,
+        // The arena's address; its pool gone from under this call only on the starting
+        // thread, which never got an arena address.
+        Some(PoolFree::Driver) | None => free(),
     }
+}
+
+/// Who answers for `address`: the driver where no pool can be used (see [`with_pool`]).
+fn owner_of(address: DevicePtr) -> Owner {
+    with_pool(|pool| pool.owner(address)).unwrap_or(Owner::Driver)
 }
 
 /// `cuMemFree_v2`.
@@ -421,7 +440,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
 ) -> CuResult {
     guarded("cuMemGetAddressRange_v2", || {
         type F = unsafe extern "C" fn(*mut DevicePtr, *mut usize, DevicePtr) -> CuResult;
-        match with_state(|s| s.pool.owner(address)) {
+        match owner_of(address) {
             Owner::Driver => match real!("cuMemGetAddressRange_v2", F) {
                 // SAFETY: the caller's arguments, passed on.
                 Some(real) => unsafe { real(base, size, address) },
@@ -479,7 +498,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
 ) -> CuResult {
     guarded("cuPointerGetAttribute", || {
         type F = unsafe extern "C" fn(*mut c_void, c_int, DevicePtr) -> CuResult;
-        let owner = with_state(|s| s.pool.owner(address));
+        let owner = owner_of(address);
         if owner == Owner::Nothing {
             return CUDA_ERROR_INVALID_VALUE;
         }
@@ -513,7 +532,7 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
         };
         // SAFETY: the caller's arguments, passed on.
         let result = unsafe { real(count, attributes, data, address) };
-        let owner = with_state(|s| s.pool.owner(address));
+        let owner = owner_of(address);
         if result == CUDA_SUCCESS && !attributes.is_null() && !data.is_null() {
             for i in 0..count as usize {
                 // SAFETY: the driver's contract: `count` attributes and data pointers, each
@@ -529,9 +548,9 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
 /// a range that is not wholly inside one live arena allocation is an invalid value, as for a
 /// real allocation of that size.
 fn in_range(address: DevicePtr, count: usize, call: impl FnOnce() -> CuResult) -> CuResult {
-    match with_state(|s| s.pool.range(address, count as u64)) {
-        Ok(_) | Err(Owner::Driver) => call(),
-        Err(_) => CUDA_ERROR_INVALID_VALUE,
+    match with_pool(|pool| pool.range(address, count as u64)) {
+        Some(Ok(_) | Err(Owner::Driver)) | None => call(),
+        Some(Err(_)) => CUDA_ERROR_INVALID_VALUE,
     }
 }
 

@@ -12,23 +12,36 @@
 //! each wrapper calls the driver's function of its own signature.
 //!
 //! Invariants: `dlsym` answers exactly what glibc's does, except that the driver's definition
-//! of a wrapped name becomes its wrapper; nothing unwinds out of an exported function; a
-//! malformed `ALIGNMALLOC_WRAP_*` setting stops the program at load with a message naming it.
+//! of a wrapped name becomes its wrapper (not for a lookup nested in our own, which gets glibc's
+//! answer); nothing unwinds out of an exported function, and none waits for a lock it may hold
+//! itself; a malformed `ALIGNMALLOC_WRAP_*` setting stops the program at load with a message
+//! naming it.
 
 mod driver;
 mod hooks;
 mod state;
 
+use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_void};
 
-/// `dlsym`, as glibc's, with the driver's wrapped entry points answered by their wrappers.
+thread_local! {
+    /// Whether this thread is inside our `dlsym` now.
+    static IN_DLSYM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `dlsym`, as glibc's, with the driver's wrapped entry points answered by their wrappers. A
+/// lookup made while this thread is inside it (libcuda's constructor, run by the `dlopen` that
+/// finding the driver's definitions may need) gets glibc's answer unchanged.
 ///
 /// # Safety
 /// glibc's contract for `dlsym`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    let Some(real) = driver::real_dlsym() else {
+        return std::ptr::null_mut();
+    };
     // SAFETY: the caller's arguments, passed on to glibc's dlsym.
-    let found = unsafe { driver::real_dlsym()(handle, symbol) };
+    let found = unsafe { real(handle, symbol) };
     if found.is_null() || symbol.is_null() {
         return found;
     }
@@ -38,7 +51,17 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
     if !bytes.starts_with(b"cu") {
         return found;
     }
-    std::panic::catch_unwind(|| hooks::substitute(Some(name), bytes, found)).unwrap_or(found)
+    // A thread that cannot tell (it is ending) counts as inside: glibc's answer.
+    if IN_DLSYM
+        .try_with(|inside| inside.replace(true))
+        .unwrap_or(true)
+    {
+        return found;
+    }
+    let answer =
+        std::panic::catch_unwind(|| hooks::substitute(Some(name), bytes, found)).unwrap_or(found);
+    IN_DLSYM.with(|inside| inside.set(false));
+    answer
 }
 
 /// At load: read the settings (a malformed one ends the program here), log warnings to stderr

@@ -1,13 +1,21 @@
-//! The process-wide state of a wrapped program: its settings (read once at load), the pool
-//! (made at the first managed allocation, when the program's context exists), the counters of
-//! unified-memory traffic, and the report written once at exit or on SIGINT/SIGTERM.
+//! The process-wide state of a wrapped program: its settings (read once at load), the start
+//! (device, counters of unified-memory traffic, made once at the first managed allocation, when
+//! the program's context exists), the pool, and the report written once at exit or on
+//! SIGINT/SIGTERM.
 //!
-//! Invariants: the pool is touched only under its lock; the report is written at most once; a
-//! signal handler never waits for the lock (it writes what it can without it).
+//! Invariants: the pool is touched only under its lock, and nothing under that lock calls the
+//! driver or CUPTI (the caller reserves, then publishes; [`wrap::Pool::try_alloc`]), so threads
+//! allocate side by side while one waits for the driver, and no call the driver makes back into
+//! a wrapper can find the lock taken by its own thread. A wrapper called on the thread that is
+//! making the start (the driver or CUPTI calling back) gets no pool ([`with_pool`] answers
+//! `None`) and passes the call to the driver. The report is written at most once; the signal
+//! handler only writes the signal's number to a pipe (async-signal-safe), and a thread of ours
+//! writes the report and then ends the program with that signal.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use runtime::faults::{Counting, Record};
@@ -68,16 +76,29 @@ impl Anchor {
     }
 }
 
-/// The pool and the counters, once the first managed allocation made them.
-pub struct Wrapped {
-    pub pool: Pool<ManagedReserve>,
+/// What the first managed allocation set up, outside the pool's lock; read-only afterwards.
+pub struct Started {
     counting: Counting,
     device: i32,
     anchor: Anchor,
 }
 
-pub static STATE: Mutex<Option<Wrapped>> = Mutex::new(None);
+impl Started {
+    /// The current context's device when the wrapper started.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+}
+
+static STARTED: OnceLock<Started> = OnceLock::new();
+/// The pool (made by [`started`]), under its lock.
+static POOL: Mutex<Option<Pool<ManagedReserve>>> = Mutex::new(None);
 static REPORTED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Whether this thread is making the start now.
+    static STARTING: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The settings, read when the library loads.
 pub fn options() -> &'static WrapOptions {
@@ -97,29 +118,31 @@ fn start() -> &'static Instant {
     START.get_or_init(Instant::now)
 }
 
-impl Wrapped {
-    /// Now, in [`ticks`].
-    pub fn now(&self) -> u64 {
-        ticks()
-    }
-
-    /// The current context's device when the pool started.
-    pub fn device(&self) -> i32 {
-        self.device
-    }
+/// Whether this thread is making the start (a wrapper it reaches is a call back from the
+/// driver or CUPTI; a thread that cannot tell counts as starting, so it only passes calls on).
+fn starting_here() -> bool {
+    STARTING.try_with(Cell::get).unwrap_or(true)
 }
 
-/// The state, made on first use: the pool, the counters (CUPTI, on the current device), and
-/// the report at exit.
-pub fn with_state<T>(f: impl FnOnce(&mut Wrapped) -> T) -> T {
-    let mut guard = STATE.lock();
-    let state = guard.get_or_insert_with(|| {
+/// The start, made on first use (waiting for another thread that is making it): the device,
+/// the counters (CUPTI, on the current device), the pool, the report at exit. `None` on the
+/// thread making it (see [`starting_here`]).
+pub fn started() -> Option<&'static Started> {
+    if let Some(started) = STARTED.get() {
+        return Some(started);
+    }
+    if starting_here() {
+        return None;
+    }
+    Some(STARTED.get_or_init(|| {
+        STARTING.with(|s| s.set(true));
         let options = options();
         let device = driver::current_device();
         let counting = match Counting::start(options.counters, device.max(0) as usize) {
             Ok(c) => c,
             Err(e) => Counting::Taken(format!("unavailable: {e}")),
         };
+        // Asks the driver for the GPU's free memory (the default cap).
         let pool = Pool::new(options, ManagedReserve);
         tracing::info!(
             pool = options.pool,
@@ -127,38 +150,48 @@ pub fn with_state<T>(f: impl FnOnce(&mut Wrapped) -> T) -> T {
             device,
             "alignmalloc wrap serves this program's managed allocations"
         );
+        *POOL.lock() = Some(pool);
         // Registered after the CUDA runtime's own exit handler, so it runs before it, while
         // the context lives.
         // SAFETY: registers a function with no preconditions.
         unsafe { libc::atexit(report_at_exit) };
-        Wrapped {
-            pool,
+        STARTING.with(|s| s.set(false));
+        Started {
             anchor: Anchor::now(&counting),
             counting,
             device,
         }
-    });
-    f(state)
+    }))
+}
+
+/// Run `f` on the pool under its lock (which `f` must not hold across a driver call); `None`
+/// where there is no pool to use: on the thread making the start, whose call the caller then
+/// passes to the driver.
+pub fn with_pool<T>(f: impl FnOnce(&mut Pool<ManagedReserve>) -> T) -> Option<T> {
+    started()?;
+    let mut guard = POOL.lock();
+    guard.as_mut().map(f)
 }
 
 extern "C" fn report_at_exit() {
     write_report(false);
 }
 
-/// Write the report (once): JSON where the settings say, else a table on stderr.
-/// `from_signal`: do not wait for the lock.
+/// Write the report (once): JSON where the settings say, else a table on stderr. `from_signal`:
+/// wait for the pool's lock a little only (a thread stopped by the signal's default action
+/// could hold it).
 pub fn write_report(from_signal: bool) {
     if REPORTED.swap(true, Ordering::AcqRel) {
         return;
     }
     let guard = if from_signal {
-        STATE.try_lock()
+        POOL.try_lock_for(Duration::from_secs(2))
     } else {
-        Some(STATE.lock())
+        Some(POOL.lock())
     };
-    let report = match guard {
-        Some(mut g) => build(g.as_mut()),
-        None => build(None),
+    let report = match (guard, STARTED.get()) {
+        (Some(mut g), Some(started)) => build(g.as_mut().map(|pool| (pool, started))),
+        _ => build(None),
     };
     let options = options();
     match &options.report {
@@ -175,7 +208,7 @@ pub fn write_report(from_signal: bool) {
     }
 }
 
-fn build(state: Option<&mut Wrapped>) -> Report {
+fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
     let interception = Interception {
         cuda_lookups: CUDA_LOOKUPS.load(Ordering::Relaxed),
         wrapped_lookups: WRAPPED_LOOKUPS.load(Ordering::Relaxed),
@@ -192,7 +225,7 @@ fn build(state: Option<&mut Wrapped>) -> Report {
         })
         .unwrap_or_default();
     let options = options().clone();
-    let Some(state) = state else {
+    let Some((pool, state)) = state else {
         let empty = Pool::new(&options, NoReserve);
         return Report {
             program,
@@ -221,7 +254,7 @@ fn build(state: Option<&mut Wrapped>) -> Report {
         Counting::Off => (Vec::new(), 0, "off (--no-counters)".into(), false),
         Counting::Taken(reason) => (Vec::new(), 0, reason.clone(), false),
     };
-    if let Err(e) = state.pool.check() {
+    if let Err(e) = pool.check() {
         tracing::error!(error = %e, "the pool's invariants do not hold at exit");
     }
     // Ticks to nanoseconds by the two anchors; records onto the ticks clock the same way.
@@ -236,7 +269,7 @@ fn build(state: Option<&mut Wrapped>) -> Report {
     }
     let mut interception = interception;
     interception.alloc_ns = (ALLOC_TICKS.load(Ordering::Relaxed) as f64 * ns_per_tick) as u64;
-    let (mut rows, total, unattributed) = state.pool.attribute(&mut traffic, ns_per_tick);
+    let (mut rows, total, unattributed) = pool.attribute(&mut traffic, ns_per_tick);
     let rest = Report::keep_rows(&mut rows);
     Report {
         program,
@@ -245,7 +278,7 @@ fn build(state: Option<&mut Wrapped>) -> Report {
         counted,
         dropped_records: dropped,
         interception,
-        pool: state.pool.summary(),
+        pool: pool.summary(),
         total,
         unattributed,
         allocations: rows,
@@ -322,10 +355,41 @@ pub fn caller() -> Option<String> {
     })
 }
 
-/// Install the report on SIGINT and SIGTERM where the program left them at their default.
+/// The write end of the pipe the signal handler writes a signal's number to (-1: none).
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The process that installed the handler (a forked child has no reporting thread).
+static REPORTING_PROCESS: AtomicI32 = AtomicI32::new(0);
+
+/// Install the report on SIGINT and SIGTERM where the program left them at their default: a
+/// thread waits on a pipe for the handler's byte, writes the report and ends the program with
+/// that signal's default action.
 pub fn install_signal_report() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors of a live array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            tracing::warn!(
+                "no pipe for the signal report: SIGINT and SIGTERM end the program unreported"
+            );
+            return;
+        }
+        // The handler's end never blocks: a full pipe means the report is on its way.
+        // SAFETY: fcntl on a descriptor just made.
+        unsafe { libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) };
+        let reader = fds[0];
+        let spawned = std::thread::Builder::new()
+            .name("alignmalloc-wrap-report".into())
+            .spawn(move || report_on_signal(reader));
+        if spawned.is_err() {
+            tracing::warn!(
+                "no thread for the signal report: SIGINT and SIGTERM end the program unreported"
+            );
+            return;
+        }
+        SIGNAL_PIPE.store(fds[1], Ordering::Release);
+        // SAFETY: getpid has no preconditions.
+        REPORTING_PROCESS.store(unsafe { libc::getpid() }, Ordering::Release);
         for signal in [libc::SIGINT, libc::SIGTERM] {
             // SAFETY: sigaction(2) queries and sets with live structs; the handler is below.
             unsafe {
@@ -343,13 +407,53 @@ pub fn install_signal_report() {
     });
 }
 
+/// The handler: async-signal-safe calls only (getpid, write; signal and raise in a forked
+/// child, which has no reporting thread).
 extern "C" fn on_signal(signal: libc::c_int) {
-    // Not async-signal-safe in general (it formats and writes a file); it never waits for the
-    // pool's lock, and the process ends right after.
+    let byte = signal as u8;
+    // SAFETY: getpid, write of one live byte, signal and raise are async-signal-safe.
+    unsafe {
+        if libc::getpid() == REPORTING_PROCESS.load(Ordering::Acquire) {
+            let fd = SIGNAL_PIPE.load(Ordering::Acquire);
+            libc::write(fd, (&raw const byte).cast(), 1);
+        } else {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+}
+
+/// The reporting thread: wait for a signal's number, write the report, end the program as that
+/// signal does by default.
+fn report_on_signal(reader: libc::c_int) {
+    // This thread takes no signal itself, so the handler runs on the program's threads and the
+    // default action below ends the whole process.
+    // SAFETY: sigset operations on a live set; pthread_sigmask for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: read of one byte into a live buffer.
+        let n = unsafe { libc::read(reader, (&raw mut byte).cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return; // the pipe is gone: nothing will be reported
+    }
+    let signal = libc::c_int::from(byte);
     write_report(true);
-    // SAFETY: back to the default action, then the signal again: the program ends as it would.
+    // SAFETY: back to the default action, then the signal to the process: it ends as it would
+    // have without the wrapper.
     unsafe {
         libc::signal(signal, libc::SIG_DFL);
-        libc::raise(signal);
+        libc::kill(libc::getpid(), signal);
     }
 }

@@ -50,10 +50,24 @@ fn fixture() -> &'static Fixture {
             &s(&src.join("fake_cuda.c")),
             "-Wl,-soname,libcuda.so.1",
             "-Wl,-Bsymbolic",
+            "-ldl",
+            "-lpthread",
             "-o",
             &s(&lib),
         ]);
         std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).ok();
+        // Another library that defines the driver's names (for `program lookup-first`).
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            &s(&src.join("fake_cuda.c")),
+            "-Wl,-soname,libcuda_copy.so",
+            "-ldl",
+            "-lpthread",
+            "-o",
+            &s(&dir.join("libcuda_copy.so")),
+        ]);
         let via = dir.join("via_proc_address");
         cc(&[
             "-O1",
@@ -63,6 +77,7 @@ fn fixture() -> &'static Fixture {
             "-DVIA_PROC_ADDRESS",
             &s(&src.join("program.c")),
             "-ldl",
+            "-lpthread",
             "-o",
             &s(&via),
         ]);
@@ -75,6 +90,8 @@ fn fixture() -> &'static Fixture {
             &s(&src.join("program.c")),
             &format!("-L{}", s(&dir)),
             "-lcuda",
+            "-ldl",
+            "-lpthread",
             "-o",
             &s(&exported),
         ]);
@@ -108,6 +125,20 @@ struct Run {
 
 /// Run `program args`, wrapped with `options` (or plain with `None`).
 fn run(program: &Path, args: &[&str], options: Option<WrapOptions>) -> Run {
+    run_with(program, args, options, &[])
+}
+
+/// How long a run may take: a program that has not ended by then hangs (it is killed and the
+/// test fails).
+const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`run`] with more environment variables (for the stand-in driver).
+fn run_with(
+    program: &Path,
+    args: &[&str],
+    options: Option<WrapOptions>,
+    env: &[(&str, &str)],
+) -> Run {
     let f = fixture();
     let tag = format!(
         "{}-{}",
@@ -119,6 +150,10 @@ fn run(program: &Path, args: &[&str], options: Option<WrapOptions>) -> Run {
     );
     let log = f.dir.join(format!("calls-{tag}.log"));
     let report_path = f.dir.join(format!("report-{tag}.json"));
+    let (out_path, err_path) = (
+        f.dir.join(format!("stdout-{tag}")),
+        f.dir.join(format!("stderr-{tag}")),
+    );
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut command = match &options {
         Some(o) => {
@@ -134,25 +169,53 @@ fn run(program: &Path, args: &[&str], options: Option<WrapOptions>) -> Run {
             c
         }
     };
-    let out = command
+    let mut child = command
         .env("LD_LIBRARY_PATH", &f.dir)
         .env("FAKE_CUDA_LOG", &log)
         .env("ALIGNMALLOC_LOG", "error")
-        .output()
+        .envs(env.iter().copied())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
         .unwrap();
+    let status = wait_at_most(&mut child, RUN_LIMIT).unwrap_or_else(|| {
+        panic!(
+            "{} {args:?} hangs: killed after {RUN_LIMIT:?}",
+            program.display()
+        )
+    });
     let report = std::fs::read_to_string(&report_path)
         .ok()
         .map(|t| serde_json::from_str(&t).unwrap());
     Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code(),
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+        code: status.code(),
         report,
         driver_log: std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
             .map(String::from)
             .collect(),
+    }
+}
+
+/// The child's exit status, or `None` (after killing it) when it runs past `limit`.
+fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -329,35 +392,46 @@ fn the_launcher_forwards_the_exit_and_reads_the_report_back() {
     assert!(missing.is_err());
 }
 
-#[test]
-fn a_program_ended_by_sigterm_still_writes_its_report_and_dies_of_the_signal() {
+/// `program MODE`, wrapped (its report to a file named after `tag`), once it printed its first
+/// line: the child, the report's path and that line.
+fn start_wrapped(mode: &str, tag: &str) -> (std::process::Child, PathBuf, String) {
     use std::io::BufRead;
-    use std::os::unix::process::ExitStatusExt;
     let f = fixture();
     let report = f
         .dir
-        .join(format!("report-term-{}.json", std::process::id()));
+        .join(format!("report-{tag}-{}.json", std::process::id()));
     let options = WrapOptions {
         report: Some(report.clone()),
         ..WrapOptions::default()
     };
     let program = f.via_proc_address.as_os_str().to_owned();
-    let mut child =
-        wrap::launch::command(&preload(), &options, &program, &[OsString::from("wait")])
-            .env("LD_LIBRARY_PATH", &f.dir)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+    let mut child = wrap::launch::command(&preload(), &options, &program, &[OsString::from(mode)])
+        .env("LD_LIBRARY_PATH", &f.dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line, "alloc: 0\n");
+    (child, report, line)
+}
+
+/// SIGTERM to `child`.
+fn terminate(child: &std::process::Child) {
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
+}
+
+#[test]
+fn a_program_ended_by_sigterm_still_writes_its_report_and_dies_of_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let (mut child, report, line) = start_wrapped("wait", "term");
+    assert_eq!(line, "alloc: 0\n");
+    terminate(&child);
     let status = child.wait().unwrap();
     assert_eq!(
         status.signal(),
@@ -370,3 +444,95 @@ fn a_program_ended_by_sigterm_still_writes_its_report_and_dies_of_the_signal() {
 }
 
 const SIGTERM: i32 = 15;
+
+/// Eight threads allocate, fill, check and free at once: the same answers as the driver's, no
+/// deadlock, and the report has every allocation and the time spent allocating.
+#[test]
+fn eight_threads_allocating_at_once_get_the_drivers_answers() {
+    for program in [&fixture().via_proc_address, &fixture().exported] {
+        let plain = run(program, &["threads"], None);
+        assert_eq!(plain.code, Some(0), "{}", plain.stderr);
+        assert!(
+            plain.stdout.contains("failed 0, bytes damaged 0"),
+            "{}",
+            plain.stdout
+        );
+        let wrapped = run(program, &["threads"], Some(WrapOptions::default()));
+        assert_eq!(wrapped.code, Some(0), "{}", wrapped.stderr);
+        assert_eq!(wrapped.stdout, plain.stdout);
+        let report = wrapped.report.expect("the report");
+        let allocations = report.interception.managed_allocations;
+        assert_eq!(allocations, 8 * 500);
+        assert_eq!(report.pool.live_allocations, 0);
+        assert!(report.interception.alloc_ns > 0);
+        eprintln!(
+            "{}: {:.2} us per allocation in the wrapper",
+            program.display(),
+            report.interception.alloc_ns as f64 / allocations as f64 / 1e3
+        );
+    }
+}
+
+/// The driver calls back into the wrapper while it starts (its first cuCtxGetDevice allocates
+/// through the global cuMemAllocManaged): the call goes to the driver, nothing waits for itself.
+#[test]
+fn a_call_back_from_the_driver_while_the_wrapper_starts_goes_to_the_driver() {
+    let program = &fixture().via_proc_address;
+    let plain = run(program, &[], None);
+    let wrapped = run_with(
+        program,
+        &[],
+        Some(WrapOptions::default()),
+        &[("FAKE_CUDA_REENTER", "1")],
+    );
+    assert_eq!(wrapped.code, Some(0), "{}", wrapped.stderr);
+    assert_eq!(wrapped.stdout, plain.stdout);
+    assert_eq!(count(&wrapped.driver_log, "reentered"), 1);
+    assert!(
+        wrapped.driver_log.iter().any(|l| l == "reentered 0"),
+        "{:?}",
+        wrapped.driver_log
+    );
+}
+
+/// Before libcuda is loaded, a program looks a wrapped name up in another library that defines
+/// it; finding the driver's definitions to compare loads libcuda, whose constructor looks a
+/// wrapped name up through its own handle (inside our dlsym): both get an answer, nothing
+/// aborts or waits for itself.
+#[test]
+fn a_lookup_from_libcuda_while_it_loads_gets_an_answer() {
+    let wrapped = run_with(
+        &fixture().via_proc_address,
+        &["lookup-first"],
+        Some(WrapOptions::default()),
+        &[("FAKE_CUDA_LOOKUP_AT_LOAD", "1")],
+    );
+    assert_eq!(wrapped.code, Some(0), "{}", wrapped.stderr);
+    assert_eq!(wrapped.stdout, "alloc: 0\nfree: 0\n");
+    assert!(
+        wrapped.driver_log.iter().any(|l| l == "load-lookup 1"),
+        "{:?}",
+        wrapped.driver_log
+    );
+    let report = wrapped.report.expect("the report");
+    assert_eq!(report.pool.counters.arena_allocations, 1);
+}
+
+/// SIGTERM at a random moment of a loop of allocations and frees, 20 times: every run ends by
+/// the signal, none hangs, and each writes its report.
+#[test]
+fn a_signal_while_the_program_allocates_ends_it_with_the_signal_and_a_report() {
+    use std::os::unix::process::ExitStatusExt;
+    for round in 0..20u64 {
+        let (mut child, report, line) = start_wrapped("churn", &format!("churn-{round}"));
+        assert_eq!(line, "churning\n");
+        std::thread::sleep(std::time::Duration::from_millis(round % 7));
+        terminate(&child);
+        let status = wait_at_most(&mut child, RUN_LIMIT)
+            .unwrap_or_else(|| panic!("round {round}: the signalled program hangs"));
+        assert_eq!(status.signal(), Some(SIGTERM), "round {round}");
+        let report: Report =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert!(report.pool.counters.arena_allocations >= 1, "round {round}");
+    }
+}

@@ -161,7 +161,7 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   device_atomic<u64>(c.slab_base[id]).store(base, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
-  device_atomic<u32>(c.slab_generation[id]).store(cache_entry_generation(entry), cuda::memory_order_relaxed);
+  device_atomic<u32>(c.slab_generation[id]).store(cache_entry_stamp(entry), cuda::memory_order_relaxed);
   // The number last (release): a reader that sees it sees the class above (cache_is_slab).
   device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_release);
   // The new life after the fields above (a free that reads it sees them), then its bitmap: a
@@ -215,7 +215,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
   const u32 log2 = cls + kCacheMinObjectLog2;
   for (;;) {
     const u32 leader = __ffs(pending) - 1;
-    u64 word = 0, base = 0, generation = 0;
+    u64 word = 0, base = 0, stamp = 0;
     u32 lost = 0;
     if (lane == leader) {
       word = device_atomic<u64>(c.class_words[cls])
@@ -225,7 +225,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
         const int id = cache_slab_of_number(c, cls, number);
         if (id >= 0) {
           base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
-          generation = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+          stamp = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
         } else {
           lost = 1;  // cannot happen (see cache_slab_of_number): the lanes ask the host
         }
@@ -234,13 +234,13 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     if (shfl64(pending, lost, leader) != 0) return false;
     word = shfl64(pending, word, leader);
     base = shfl64(pending, base, leader);
-    generation = shfl64(pending, generation, leader);
+    stamp = shfl64(pending, stamp, leader);
     const u32 number = (u32)(word >> kSlabNumberShift);
     const u64 slot = (word & kCursorMask) + __popc(pending & ((1u << lane) - 1u));
     const bool got = number != 0 && slot < objects;
     const u32 served = cache_ballot(pending, got);
     if (got) {
-      *handle = handle_with_generation(handle_plain(base + (slot << log2), lane), (u32)generation);
+      *handle = handle_cached(base + (slot << log2), (u32)stamp);
       return true;
     }
     pending &= ~served;
@@ -267,15 +267,16 @@ __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
 
 // One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot and
 // the slab's life it was judged in; any other LaneStatus is the lane's outcome.
-__device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 address, u32 generation,
+__device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 address, u32 stamp,
                                        u64* slot, u32* life) {
   // The life first: the fields read below are this life's or a later one's, and the bit is set
   // only in a word of this life.
   *life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_acquire);
-  // Then the generation: a handle of an earlier slab on these blocks (of any class) is a second
-  // free wherever in the new slab it points. 0 (a free by address) is not checked.
+  // Then the stamp: a handle of an earlier slab on these blocks (of any class; the cache
+  // generations of a block only grow) or of a host chunk there before is a second free wherever
+  // in the new slab it points. 0 (a free by address) is not checked.
   const u32 current = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
-  if (generation != 0 && generation != current) return kLaneDoubleFree;
+  if (stamp != 0 && stamp != current) return kLaneDoubleFree;
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
   const u32 log2 = cls + kCacheMinObjectLog2;
   const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
@@ -286,7 +287,9 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 addres
   if ((u32)(word >> kSlabNumberShift) ==
           device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed) &&
       *slot >= (word & kCursorMask)) {
-    return kLaneInvalidHandle;  // not handed out yet
+    // Not handed out in this life: a pointer (no stamp) can only be of an earlier life of the
+    // blocks, a second free; a handle of this life was made up.
+    return stamp == 0 ? (u32)kLaneDoubleFree : (u32)kLaneInvalidHandle;
   }
   return kLaneOk;
 }
@@ -306,19 +309,20 @@ __device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32
   return kLaneDoubleFree;
 }
 
-// The lanes of `mask` free together; `generation` is the handle's (0 for a free by address).
+// The lanes of `mask` free together; `stamp` is the handle's handle_free_stamp (0 for a free by
+// address).
 // true when this lane's address lies in a cache slab: *lane_status is its outcome and
 // *any_failed whether some lane of `mask` failed in the caches. false: ask the host.
-__device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 generation,
+__device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 stamp,
                                   u32* lane_status, bool* any_failed) {
   const int slab = address != 0 ? cache_slab_of_block(c, address >> 21) : -1;
   // A handle a cache slab made whose blocks no slab holds now: its slab went back after its
   // last object was freed, so this is a second free, judged here.
-  const bool stale = slab < 0 && address != 0 && generation >= kCacheGenerationsStart;
+  const bool stale = slab < 0 && address != 0 && stamp >= kCacheStampFlag;
   const bool mine = slab >= 0 || stale;
   u64 slot = 0;
   u32 life = 0;
-  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, generation, &slot, &life)
+  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, stamp, &slot, &life)
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;

@@ -23,10 +23,10 @@ constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) /
 // every cursor.
 constexpr u32 kSlabNumberShift = 32;
 constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
-// A ring entry: the slab's base (2 MiB aligned) | (generation - 64) << kEntryIdBits | slab id.
+// A ring entry: cache generation << kEntryGenerationShift | the slab's base (2 MiB aligned, below
+// 2^48) | slab id (the low kEntryIdBits bits).
 constexpr u32 kEntryIdBits = 15;
-// Generations of the caches' handles: 64..127 (the host's chunks use 1..63).
-constexpr u32 kCacheGenerationsStart = 64;
+constexpr u32 kEntryGenerationShift = 48;
 constexpr u32 kCacheCounterStripes = 32;  // free counters: warps add to their SM's stripe
 constexpr u32 kCacheFreeCounters = 4;     // per stripe: one per LaneStatus of a device free
 
@@ -59,10 +59,11 @@ AM_HD u64 cache_slab_objects(u32 cls) {
 }
 
 AM_HD u32 cache_entry_id(u64 entry) { return (u32)(entry & ((1u << kEntryIdBits) - 1)); }
-AM_HD u32 cache_entry_generation(u64 entry) {
-  return kCacheGenerationsStart + (u32)((entry >> kEntryIdBits) & 63u);
+// The free stamp of the slab's objects (handle_free_stamp of each of its handles).
+AM_HD u32 cache_entry_stamp(u64 entry) {
+  return kCacheStampFlag | (u32)((entry >> kEntryGenerationShift) & (kCacheGenerations - 1));
 }
-AM_HD u64 cache_entry_base(u64 entry) { return entry & ~(kVablockBytes - 1); }
+AM_HD u64 cache_entry_base(u64 entry) { return entry & kAddressMask & ~(kVablockBytes - 1); }
 
 // The block table's first probe for block number `block` in a table of `len` (a power of two)
 // entries.

@@ -269,9 +269,9 @@ __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word
     const bool by_handle = op == kOpFree;
     if (!by_handle || handle_kind(word) == kHandlePlain) {
       const u64 address = by_handle ? handle_address(word) : word;
-      const u32 generation = by_handle ? handle_generation(word) : 0u;
+      const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
       bool any_failed = false;
-      if (cache_free(mb.caches, __activemask(), address, generation, &result.lane_status,
+      if (cache_free(mb.caches, __activemask(), address, stamp, &result.lane_status,
                      &any_failed)) {
         result.status = any_failed ? kStatusPartial : kStatusOk;
         return result;

@@ -10,6 +10,8 @@
 //   59..55 lane      owner lane
 //   54..48 gen       generation of the object's address (tells a stale handle from a live one)
 //   47..0  address   first byte of the lane's tile 0 (plain: of the object)
+// A device cache's object (plain, generation field 64..127) holds the high 8 bits of its slab's
+// 14-bit cache generation in bits 62..55 instead of a tile and a lane (handle_cached).
 //
 // translate(h, off): plain: addr + off; arranged with tile 2^t:
 //   addr + ((off >> t) << (t + 5)) + (off & (2^t - 1))
@@ -190,6 +192,29 @@ AM_HD u64 handle_address(u64 h) { return h & kAddressMask; }
 AM_HD u32 handle_generation(u64 h) { return (u32)((h >> 48) & 0x7Full); }
 AM_HD u64 handle_with_generation(u64 h, u32 generation) {
   return (h & ~(0x7Full << 48)) | ((u64)(generation & 0x7Fu) << 48);
+}
+
+// Generation fields of the device caches' handles: 64..127 (the host's chunks use 1..63).
+constexpr u32 kCacheGenerationsStart = 64;
+// Cache generations a device cache's handle carries (14 bits), and the flag of a free stamp
+// that a cache made (above every cache generation).
+constexpr u32 kCacheGenerations = 1u << 14;
+constexpr u32 kCacheStampFlag = kCacheGenerations;
+
+// A device cache's object at `address` in a slab of cache generation `generation` (modulo
+// kCacheGenerations): plain, generation field 64 + generation % 64, bits 62..55 generation / 64.
+AM_HD u64 handle_cached(u64 address, u32 generation) {
+  generation %= kCacheGenerations;
+  return ((u64)(generation >> 6) << 55) | ((u64)(kCacheGenerationsStart | (generation & 63u)) << 48) |
+         (address & kAddressMask);
+}
+
+// What a free of `h` is judged by against a cache slab's stamp: a cache's plain handle gives
+// kCacheStampFlag | its cache generation; any other handle its generation field (0: not known).
+AM_HD u32 handle_free_stamp(u64 h) {
+  const u32 field = handle_generation(h);
+  if (handle_kind(h) != kHandlePlain || field < kCacheGenerationsStart) return field;
+  return kCacheStampFlag | ((u32)((h >> 55) & 0xFFull) << 6) | (field & 63u);
 }
 
 // Encoders mask their fields; the host validates (address < 2^48, lane < 32, tile 12..16).

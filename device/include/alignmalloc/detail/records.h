@@ -69,7 +69,7 @@ struct DeviceCaches {
   u32* slab_class;
   u32* slab_live;
   u32* slab_number;
-  u32* slab_generation;      // 64..127, from the ring entry
+  u32* slab_generation;      // its objects' free stamp: kCacheStampFlag | cache generation
   u32* slab_life;            // times the id became current
   u64* bits;                 // per slab id, kCacheBitmapWords words: life << 32 | freed objects
   u64* blocks;               // block table: (block + 1) << 32 | (slab id + 1)
