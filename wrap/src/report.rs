@@ -135,8 +135,12 @@ pub struct Interception {
     /// Managed allocations the wrapper saw (all origins).
     pub managed_allocations: u64,
     /// Nanoseconds spent inside the wrapped `cuMemAllocManaged`, over all of them (what the
-    /// pool costs, or the driver's time for those it sent there).
+    /// pool costs, or the driver's time for those it sent there), less the start.
     pub alloc_ns: u64,
+    /// Nanoseconds the first managed allocation spent starting the wrapper: CUPTI's start when
+    /// counting (most of it), the driver's free memory for the cap.
+    #[serde(default)]
+    pub start_ns: u64,
 }
 
 /// A wrapped run's report.
@@ -188,7 +192,7 @@ impl Report {
         let _ = writeln!(
             out,
             "alignmalloc wrap: {} managed allocations ({} from the arena, {} from the driver, {} \
-             past the cap; {:.2} us each in the allocator), {} frees refused",
+             past the cap; {:.2} us each in the allocator, {:.1} ms to start{}), {} frees refused",
             self.interception.managed_allocations,
             p.arena_allocations,
             p.driver_allocations,
@@ -196,6 +200,8 @@ impl Report {
             self.interception.alloc_ns as f64
                 / 1e3
                 / self.interception.managed_allocations.max(1) as f64,
+            self.interception.start_ns as f64 / 1e6,
+            if self.counted { " with CUPTI" } else { "" },
             p.double_frees + p.bad_frees,
         );
         let _ = writeln!(
@@ -294,10 +300,16 @@ impl Report {
                 &self.total,
                 "",
             );
+            let _ = writeln!(out, "{COUNTING_NOTE}");
         }
         out
     }
 }
+
+/// Printed under a counted report: what counting does to the program's timing.
+pub const COUNTING_NOTE: &str = "note: counting slows kernels that fault; if the program's \
+    output differs from a run with --no-counters, it reads managed memory that its kernels are \
+    still writing (a missing cudaDeviceSynchronize or stream synchronize)";
 
 /// Bytes with a binary unit.
 pub fn bytes(b: u64) -> String {
@@ -320,5 +332,60 @@ fn duration(ns: u64) -> String {
         0..1_000_000 => format!("{:.1} us", ns as f64 / 1e3),
         1_000_000..1_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
         _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(counted: bool) -> Report {
+        Report {
+            program: vec!["prog".into()],
+            options: WrapOptions::default(),
+            counters: if counted {
+                "counted by CUPTI"
+            } else {
+                "off (--no-counters)"
+            }
+            .into(),
+            counted,
+            dropped_records: 0,
+            interception: Interception {
+                managed_allocations: 4,
+                alloc_ns: 2_000,
+                start_ns: 33_000_000,
+                ..Interception::default()
+            },
+            pool: PoolSummary {
+                enabled: true,
+                cap_bytes: None,
+                counters: PoolCounters::default(),
+                live_allocations: 0,
+                live_bytes: 0,
+            },
+            total: Counts::default(),
+            unattributed: Counts::default(),
+            allocations: Vec::new(),
+            rest: RestRow::default(),
+        }
+    }
+
+    /// The allocator's time leaves the start out and says it apart; a counted report says what
+    /// counting does to the program's timing, an uncounted one does not.
+    #[test]
+    fn the_table_gives_the_start_apart_and_the_counting_note_when_counted() {
+        let counted = report(true).table(20);
+        assert!(
+            counted.contains("0.50 us each in the allocator, 33.0 ms to start with CUPTI"),
+            "{counted}"
+        );
+        assert!(counted.contains(COUNTING_NOTE));
+        let plain = report(false).table(20);
+        assert!(
+            plain.contains("0.50 us each in the allocator, 33.0 ms to start)"),
+            "{plain}"
+        );
+        assert!(!plain.contains(COUNTING_NOTE));
     }
 }

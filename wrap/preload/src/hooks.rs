@@ -254,14 +254,17 @@ pub unsafe extern "C" fn cuMemAllocManaged(
             return CUDA_ERROR_NOT_FOUND;
         };
         state::MANAGED_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        let _timed = state::TimeIn(&state::ALLOC_TICKS, state::ticks());
         // What the pool does not take, the driver judges (a null out-pointer, 0 bytes, host
         // attachment).
         if dptr.is_null() || bytes == 0 || flags != CU_MEM_ATTACH_GLOBAL {
+            let _timed = state::TimeIn(&state::ALLOC_TICKS, state::ticks());
             // SAFETY: the caller's arguments, passed on.
             return unsafe { real(dptr, bytes, flags) };
         }
-        let Some(started) = state::started() else {
+        // The start (and a wait for another thread's) is timed apart: it is not the allocator's.
+        let started = state::started();
+        let _timed = state::TimeIn(&state::ALLOC_TICKS, state::ticks());
+        let Some(started) = started else {
             // A call back from the driver or CUPTI while this thread starts the wrapper.
             // SAFETY: the caller's arguments, passed on.
             return unsafe { real(dptr, bytes, flags) };

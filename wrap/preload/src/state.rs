@@ -30,8 +30,10 @@ pub static WRAPPED_LOOKUPS: AtomicU64 = AtomicU64::new(0);
 pub static UNIDENTIFIED_LOOKUPS: AtomicU64 = AtomicU64::new(0);
 pub static MANAGED_ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 /// Ticks ([`ticks`]) spent inside the wrapped `cuMemAllocManaged` (the pool, or the driver
-/// through it).
+/// through it), less the start.
 pub static ALLOC_TICKS: AtomicU64 = AtomicU64::new(0);
+/// Ticks the start took (CUPTI's start among them), on the first managed allocation.
+static START_TICKS: AtomicU64 = AtomicU64::new(0);
 
 /// Adds the ticks from its start to a counter when dropped.
 pub struct TimeIn(pub &'static AtomicU64, pub u64);
@@ -136,6 +138,7 @@ pub fn started() -> Option<&'static Started> {
     }
     Some(STARTED.get_or_init(|| {
         STARTING.with(|s| s.set(true));
+        let began = ticks();
         let options = options();
         let device = driver::current_device();
         let counting = match Counting::start(options.counters, device.max(0) as usize) {
@@ -156,6 +159,7 @@ pub fn started() -> Option<&'static Started> {
         // SAFETY: registers a function with no preconditions.
         unsafe { libc::atexit(report_at_exit) };
         STARTING.with(|s| s.set(false));
+        START_TICKS.store(ticks().saturating_sub(began), Ordering::Relaxed);
         Started {
             anchor: Anchor::now(&counting),
             counting,
@@ -215,6 +219,7 @@ fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
         unidentified_lookups: UNIDENTIFIED_LOOKUPS.load(Ordering::Relaxed),
         managed_allocations: MANAGED_ALLOCATIONS.load(Ordering::Relaxed),
         alloc_ns: 0,
+        start_ns: 0,
     };
     let program = std::fs::read("/proc/self/cmdline")
         .map(|raw| {
@@ -269,6 +274,7 @@ fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
     }
     let mut interception = interception;
     interception.alloc_ns = (ALLOC_TICKS.load(Ordering::Relaxed) as f64 * ns_per_tick) as u64;
+    interception.start_ns = (START_TICKS.load(Ordering::Relaxed) as f64 * ns_per_tick) as u64;
     let (mut rows, total, unattributed) = pool.attribute(&mut traffic, ns_per_tick);
     let rest = Report::keep_rows(&mut rows);
     Report {
