@@ -119,6 +119,8 @@ struct Report {
     cache_refills: u64,
     cache_returns: u64,
     cache_denials: u64,
+    /// Of the denials, those at the caches' bound (the rest: no room in the arena).
+    cache_denials_at_bound: u64,
     peak_cache_bytes: u64,
     /// Blocks the caches retired for good (16 384 slabs placed on them).
     retired_cache_bytes: u64,
@@ -324,6 +326,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         cache_refills: caches.refills,
         cache_returns: caches.returns,
         cache_denials: caches.denials,
+        cache_denials_at_bound: caches.denials_at_bound,
         peak_cache_bytes: caches.peak_held_bytes,
         retired_cache_bytes: caches.retired_bytes,
         requests_served: service.requests,
@@ -347,11 +350,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("  frees {name:<16} {v}");
     }
     println!(
-        "  device caches          {} slabs handed out, {} given back, {} denied, peak {} MiB, \
-         {} MiB retired",
+        "  device caches          {} slabs handed out, {} given back, {} denied ({} at the bound), \
+         peak {} MiB, {} MiB retired",
         caches.refills,
         caches.returns,
         caches.denials,
+        caches.denials_at_bound,
         caches.peak_held_bytes >> 20,
         caches.retired_bytes >> 20
     );

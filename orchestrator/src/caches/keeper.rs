@@ -37,6 +37,7 @@ pub struct CacheStats {
     refills: AtomicU64,
     returns: AtomicU64,
     denials: AtomicU64,
+    denials_at_bound: AtomicU64,
     held_bytes: AtomicU64,
     peak_held_bytes: AtomicU64,
     retired_bytes: AtomicU64,
@@ -52,6 +53,9 @@ pub struct CacheStatsSnapshot {
     /// Times the host could not hand out a slab the device asked for (the warps then asked
     /// through the mailbox).
     pub denials: u64,
+    /// Of the denials, those where the caches held their bound (the others: the arena had no
+    /// room for a slab, or every slab id was in use).
+    pub denials_at_bound: u64,
     /// Bytes the caches hold now (slabs handed out and not given back).
     pub held_bytes: u64,
     /// The most bytes they held at once.
@@ -68,6 +72,7 @@ impl CacheStats {
             refills: self.refills.load(Ordering::Relaxed),
             returns: self.returns.load(Ordering::Relaxed),
             denials: self.denials.load(Ordering::Relaxed),
+            denials_at_bound: self.denials_at_bound.load(Ordering::Relaxed),
             held_bytes: self.held_bytes.load(Ordering::Relaxed),
             peak_held_bytes: self.peak_held_bytes.load(Ordering::Relaxed),
             retired_bytes: self.retired_bytes.load(Ordering::Relaxed),
@@ -164,7 +169,7 @@ impl CacheKeeper {
         while self.filled[class] < target {
             let index = self.filled[class];
             match self.place(class, source) {
-                Some((base, id)) => {
+                Ok((base, id)) => {
                     let Some(generation) = self.stamp(base, slab_blocks(class)) else {
                         self.retire(id);
                         continue;
@@ -176,13 +181,16 @@ impl CacheKeeper {
                     self.stats.refills.fetch_add(1, Ordering::Relaxed);
                     moved += 1;
                 }
-                None => {
+                Err(at_bound) => {
                     // A warp waits for this slab: tell it to ask through the mailbox. One
                     // ahead of need just is not published.
                     if asked && index == taken {
                         self.channel.deny(class, ask);
                         self.stats.denials.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(class, index, "cache slab denied");
+                        if at_bound {
+                            self.stats.denials_at_bound.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tracing::debug!(class, index, at_bound, "cache slab denied");
                     }
                     break;
                 }
@@ -226,13 +234,14 @@ impl CacheKeeper {
         );
     }
 
-    /// A slab of `class` within the bound: its base and id.
-    fn place(&mut self, class: usize, source: &mut impl SlabSource) -> Option<(u64, u32)> {
+    /// A slab of `class` within the bound: its base and id; else whether the bound refused it
+    /// (`false`: no room in the arena, or no slab id free).
+    fn place(&mut self, class: usize, source: &mut impl SlabSource) -> Result<(u64, u32), bool> {
         let blocks = slab_blocks(class);
         if self.held_blocks + blocks > self.max_blocks {
-            return None;
+            return Err(true);
         }
-        let id = self.free_ids.pop()?;
+        let id = self.free_ids.pop().ok_or(false)?;
         match source.take_slab(blocks, class) {
             Some(base) => {
                 self.slabs[id as usize] = Some(HeldSlab { base, blocks });
@@ -244,11 +253,11 @@ impl CacheKeeper {
                     bytes = class_bytes(class),
                     "cache slab"
                 );
-                Some((base, id))
+                Ok((base, id))
             }
             None => {
                 self.free_ids.push(id);
-                None
+                Err(false)
             }
         }
     }
@@ -563,6 +572,26 @@ mod tests {
             assert_eq!(t.keeper.borrow().held_bytes(), 0);
         }
         t.keeper.borrow().check().unwrap();
+    }
+
+    /// A denial says whether the bound refused the slab or the arena had no room.
+    #[test]
+    fn denials_tell_the_bound_from_a_full_arena() {
+        for (bound_blocks, arena_blocks, at_bound) in [(1, 4, 1), (8, 1, 0)] {
+            let channel = Arc::new(CacheChannel::new(8));
+            let mut keeper = CacheKeeper::new(channel.clone(), bound_blocks * VABLOCK_BYTES);
+            let mut source = Blocks::new(arena_blocks);
+            channel.post_demand(0, 1);
+            keeper.tend(&mut source);
+            assert_eq!(channel.filled(0), 1);
+            // The device takes it and asks for the next one: no second slab fits.
+            channel.post_taken(0, 1);
+            channel.post_demand(0, 2);
+            keeper.tend(&mut source);
+            let stats = keeper.stats().snapshot();
+            assert_eq!((stats.denials, stats.denials_at_bound), (1, at_bound));
+            keeper.check().unwrap();
+        }
     }
 
     /// A block whose cache generations are used up is retired: the slab placed on it is kept
