@@ -137,7 +137,15 @@ pub fn started() -> Option<&'static Started> {
         return None;
     }
     Some(STARTED.get_or_init(|| {
+        // Cleared when the start ends, also by a panic (which leaves STARTED empty).
+        struct Starting;
+        impl Drop for Starting {
+            fn drop(&mut self) {
+                let _ = STARTING.try_with(|s| s.set(false));
+            }
+        }
         STARTING.with(|s| s.set(true));
+        let _starting = Starting;
         let began = ticks();
         let options = options();
         let device = driver::current_device();
@@ -158,7 +166,6 @@ pub fn started() -> Option<&'static Started> {
         // the context lives.
         // SAFETY: registers a function with no preconditions.
         unsafe { libc::atexit(report_at_exit) };
-        STARTING.with(|s| s.set(false));
         START_TICKS.store(ticks().saturating_sub(began), Ordering::Relaxed);
         Started {
             anchor: Anchor::now(&counting),
