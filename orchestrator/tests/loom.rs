@@ -392,6 +392,28 @@ fn a_denied_ask_sends_the_waiting_warps_to_the_mailbox() {
     });
 }
 
+/// A warp takes the one slab the bound allows, the class is used up (a drain retires the slab
+/// with one object live) and the warp asks again: the host must deny that ask, whenever its
+/// sweep reads the ask and the count of slabs taken. (Reading `taken` before the ask, a sweep
+/// paused between the two reads saw the new ask against the old count and never answered it.)
+#[test]
+fn a_second_ask_is_denied_however_the_hosts_reads_fall() {
+    model_caches(|| {
+        let (_, caches, keeper, resolver) = caches(16);
+        let host = tend_until(keeper, resolver, |k| k.stats().snapshot().denials == 1);
+        let first = cached_alloc(&caches, 1);
+        assert_eq!(first.served, 1);
+        caches.drain();
+        let second = cached_alloc(&caches, 1);
+        let (mut keeper, mut resolver) = host.join().unwrap();
+        assert_eq!((second.served, second.fallback), (0, 1));
+        assert_eq!(keeper.stats().snapshot().denials_at_bound, 1);
+        let freed = cached_free(&caches, &first.handles[..1]);
+        assert_eq!(freed.lanes[0], LaneStatus::Ok);
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
 /// Two objects taken from a slab (the host serving the ask), then a drain that retires the slab
 /// with both still live.
 fn retired_slab_with_two_objects() -> (Arc<CpuCaches>, CacheKeeper, Resolver, CachedAlloc) {

@@ -154,8 +154,13 @@ impl CacheKeeper {
     }
 
     fn refill(&mut self, class: usize, source: &mut impl SlabSource) -> usize {
-        let taken = self.channel.taken(class);
+        // The ask first, then `taken` (both acquire): the device posts `taken` before it asks
+        // for the next slab, so a new ask is never read with an older `taken`. Read the other
+        // way round, a host paused between the two reads while the device took a slab, used it
+        // up and asked again saw the ask against the old `taken`, published nothing for it and
+        // never denied it: the asking warp waited forever.
         let ask = self.channel.demand(class);
+        let taken = self.channel.taken(class);
         let asked = ask != self.asks_seen[class];
         self.asks_seen[class] = ask;
         let ahead = if taken > self.quiet_at[class] {
