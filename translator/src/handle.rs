@@ -160,7 +160,8 @@ impl Handle {
     }
 
     /// A device cache's object at `address` in a slab of cache generation `generation` (taken
-    /// modulo [`CACHE_GENERATIONS`]; the address modulo 2^48): plain, its generation field
+    /// modulo [`CACHE_GENERATIONS`], so the slab's free stamp serves as well; the address modulo
+    /// 2^48): plain, its generation field
     /// `64 + generation % 64`, its tile and lane fields `generation / 64`.
     pub const fn cached(address: u64, generation: u32) -> Self {
         let generation = (generation % CACHE_GENERATIONS) as u64;

@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use translator::{CACHE_GENERATIONS, CACHE_STAMP_FLAG, Handle, HandleKind, WARP_LANES};
+use translator::{CACHE_STAMP_FLAG, Handle, HandleKind, WARP_LANES};
 
 use super::channel::CacheChannel;
 use super::geometry::{
@@ -237,8 +237,7 @@ impl CpuCaches {
                     for (rank, lane) in set_lanes(pending).enumerate() {
                         let slot = cursor + rank as u64;
                         if slot < objects {
-                            out.handles[lane] =
-                                Handle::cached(base + (slot << log2), stamp % CACHE_GENERATIONS);
+                            out.handles[lane] = Handle::cached(base + (slot << log2), stamp);
                             pending &= !(1 << lane);
                             out.served |= 1 << lane;
                         }
@@ -767,7 +766,7 @@ mod tests {
             (by_address.handled, by_address.lanes[0]),
             (1, LaneStatus::DoubleFree)
         );
-        let made_up = Handle::cached(unhanded, first.free_stamp() % CACHE_GENERATIONS);
+        let made_up = Handle::cached(unhanded, first.free_stamp());
         assert_eq!(free(&caches, made_up), LaneStatus::InvalidHandle);
         for h in &got.handles[..2] {
             assert_eq!(free(&caches, *h), LaneStatus::Ok);

@@ -24,7 +24,7 @@ pub(crate) type Binder = unsafe extern "C" fn(*const am_device_mailbox) -> std::
 
 /// Where a device's copies of the default mailbox are written: the real device makes its
 /// context current and calls each unit's binder; a test records the writes.
-pub(crate) trait DeviceCopies: Clone {
+pub(crate) trait DeviceCopies {
     /// Write `mailbox` into this device's copy of every unit in `units`.
     fn write(&self, units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure>;
 }

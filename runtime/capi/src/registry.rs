@@ -39,7 +39,6 @@ struct Registry {
 }
 
 /// A device's copies, written with its runtime's context current.
-#[derive(Clone)]
 struct CudaDevice(Arc<CudaContext>);
 
 impl DeviceCopies for CudaDevice {
