@@ -12,6 +12,10 @@
 //! - `resolve/uniform_1kib` and `resolve/uniform_8kib`: the same with every lane of every warp
 //!   asking 1 KiB (32 KiB small chunks) or 8 KiB (8-leaf warptrees), the requests of the GPU
 //!   scaling test (`alignmalloc alloc --tests scaling`).
+//! - `resolve/general_over_32kib`: what reaches the host in `alignmalloc alloc --tests mixed`
+//!   (the device caches serve lanes up to 32 KiB): per warp, the lanes of its draw from the
+//!   mixed test's bands that ask over 32 KiB (32-64 KiB, and 1-3 MiB at 0.4% of lanes), thread-
+//!   contiguous; warps with none are skipped.
 //! - `serve/batch_1024`: the service thread's sweep (`Server::serve_once`): 1024 pending requests
 //!   in a 1024-port mailbox (half allocations, half frees) are collected, resolved and answered;
 //!   posting them (the device's part) is not timed. `serve/sparse_8192_32`: the same with 32
@@ -32,10 +36,12 @@ const WINDOW: usize = 1024;
 /// Allocation and free pairs resolved between two clock reads (at most the window).
 const BATCH: usize = 256;
 
-/// Allocation requests: the mixed stream, or every lane asking `lane_bytes`.
+/// Allocation requests: the mixed stream, every lane asking `lane_bytes`, or the host's share
+/// of general code's sizes.
 struct Stream {
     state: u64,
     lane_bytes: Option<u64>,
+    general: bool,
 }
 
 impl Stream {
@@ -43,6 +49,7 @@ impl Stream {
         Self {
             state: seed,
             lane_bytes: None,
+            general: false,
         }
     }
 
@@ -50,6 +57,41 @@ impl Stream {
         Self {
             state: seed,
             lane_bytes: Some(lane_bytes),
+            general: false,
+        }
+    }
+
+    fn general(seed: u64) -> Self {
+        Self {
+            state: seed,
+            lane_bytes: None,
+            general: true,
+        }
+    }
+
+    /// A warp of the mixed test's bands (per mille: 126 of 4-64 KiB, 4 of 1-3 MiB), keeping
+    /// the lanes over 32 KiB; drawn again until one lane is left.
+    fn general_alloc(&mut self) -> RequestRecord {
+        loop {
+            let words: [u64; 32] = std::array::from_fn(|_| {
+                let x = self.next();
+                let size = match x % 1000 {
+                    0..126 => (4 << 10) + 1 + (x >> 10) % (60 << 10),
+                    126..130 => (1 << 20) + (x >> 10) % (2 << 20),
+                    _ => 0,
+                };
+                if size > 32 << 10 { size } else { 0 }
+            });
+            let lane_mask = (0..32).fold(0u32, |m, l| if words[l] > 0 { m | 1 << l } else { m });
+            if lane_mask != 0 {
+                return RequestRecord {
+                    op: Op::AllocContiguous as u32,
+                    lane_mask,
+                    warp: 1,
+                    reserved: 0,
+                    words,
+                };
+            }
         }
     }
 
@@ -61,6 +103,9 @@ impl Stream {
     }
 
     fn alloc(&mut self) -> RequestRecord {
+        if self.general {
+            return self.general_alloc();
+        }
         if let Some(bytes) = self.lane_bytes {
             return RequestRecord {
                 op: Op::Alloc as u32,
@@ -132,6 +177,7 @@ fn bench_resolve(c: &mut Criterion) {
         ("mixed_without_recycling", false, Stream::mixed(SEED)),
         ("uniform_1kib", true, Stream::uniform(SEED, 1 << 10)),
         ("uniform_8kib", true, Stream::uniform(SEED, 8 << 10)),
+        ("general_over_32kib", true, Stream::general(SEED)),
     ] {
         let mut r = resolver_recycling(recycle_small);
         let mut live: VecDeque<[u64; 32]> = (0..WINDOW)

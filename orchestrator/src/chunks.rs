@@ -4,9 +4,11 @@
 //! arena (64 KiB leaves: portion chunks start on leaves, large ones on VABlocks). An owner array
 //! per granule over the whole arena holds, for each unit, the slot of the chunk covering it (0 =
 //! none), so finding the chunk behind a handle is one array read; which array an address reads
-//! depends on whether its block is in the small space now ([`ChunkTable::set_small`]). Inserting
-//! or removing a chunk writes one entry per unit it covers (at most 256 for a small chunk);
-//! records never move once stored: they live in pages of [`PAGE_RECORDS`], so the table grows
+//! depends on whether its block is in the small space now ([`ChunkTable::set_small`]). In the
+//! small space a leaf that one chunk covers whole is owned through the leaf's entry (which the
+//! rest's array has for every leaf, and which no rest chunk uses while the block is small), so a
+//! packed chunk of MiB writes one entry per leaf plus the units of its two partial leaves: a
+//! lookup there reads the leaf's entry first and the unit's when it is 0. Records never move once stored: they live in pages of [`PAGE_RECORDS`], so the table grows
 //! without copying what it holds (a record is a few hundred bytes; hosts that make millions of
 //! chunks would otherwise copy them at every doubling).
 
@@ -79,26 +81,38 @@ impl<T: Extent + Default> ChunkTable<T> {
         self.len == 0
     }
 
-    /// The owner entries of `region` and their unit size.
-    fn owner_array(&self, region: Region) -> (&[u32], u64) {
-        match region {
-            Region::Small => (&self.small_owner, SMALL_UNIT),
-            Region::Rest => (&self.rest_owner, LEAF),
-        }
-    }
-
-    /// The owner entries of `bytes` bytes from `base` (inside the arena).
-    fn owners(&mut self, base: u64, bytes: u64) -> &mut [u32] {
+    /// The owner entries of `bytes` bytes from `base` (inside the arena), each run of them
+    /// given to `each`: the leaves of the rest; in the small space the units of partly covered
+    /// leaves and the leaf entries of whole ones.
+    fn owner_runs(&mut self, base: u64, bytes: u64, mut each: impl FnMut(&mut [u32])) {
         let (region, offset) = self
             .regions
             .locate(base)
             .expect("chunks lie inside the arena");
-        let (owners, unit) = match region {
-            Region::Small => (&mut self.small_owner, SMALL_UNIT),
-            Region::Rest => (&mut self.rest_owner, LEAF),
-        };
-        let first = (offset / unit) as usize;
-        &mut owners[first..first + bytes.div_ceil(unit) as usize]
+        let end = offset + bytes;
+        let units =
+            |from: u64, to: u64| (from / SMALL_UNIT) as usize..to.div_ceil(SMALL_UNIT) as usize;
+        match region {
+            Region::Rest => {
+                each(&mut self.rest_owner[(offset / LEAF) as usize..end.div_ceil(LEAF) as usize])
+            }
+            Region::Small => {
+                let (whole_from, whole_to) = (offset.div_ceil(LEAF), end / LEAF);
+                if whole_from >= whole_to {
+                    each(&mut self.small_owner[units(offset, end)]);
+                    return;
+                }
+                let head = units(offset, whole_from * LEAF);
+                let tail = units(whole_to * LEAF, end);
+                if !head.is_empty() {
+                    each(&mut self.small_owner[head]);
+                }
+                each(&mut self.rest_owner[whole_from as usize..whole_to as usize]);
+                if !tail.is_empty() {
+                    each(&mut self.small_owner[tail]);
+                }
+            }
+        }
     }
 
     /// Store a record written in place by `fill` (into a slot holding a default or an old
@@ -115,9 +129,10 @@ impl<T: Extent + Default> ChunkTable<T> {
         fill(record);
         let (base, bytes) = (record.base(), record.bytes());
         self.used[slot as usize] = true;
-        let owners = self.owners(base, bytes);
-        debug_assert!(owners.iter().all(|&o| o == 0), "two chunks at {base:#x}");
-        owners.fill(slot + 1);
+        self.owner_runs(base, bytes, |owners| {
+            debug_assert!(owners.iter().all(|&o| o == 0), "two chunks at {base:#x}");
+            owners.fill(slot + 1);
+        });
         self.len += 1;
         self.slots.at_mut(slot as usize)
     }
@@ -125,10 +140,12 @@ impl<T: Extent + Default> ChunkTable<T> {
     /// The slot of the record owning the unit of `address`, if any.
     fn slot_of(&self, address: u64) -> Option<usize> {
         let (region, offset) = self.regions.locate(address)?;
-        let (owners, unit) = self.owner_array(region);
-        owners[(offset / unit) as usize]
-            .checked_sub(1)
-            .map(|slot| slot as usize)
+        let leaf_owner = self.rest_owner[(offset / LEAF) as usize];
+        let owner = match region {
+            Region::Small if leaf_owner == 0 => self.small_owner[(offset / SMALL_UNIT) as usize],
+            _ => leaf_owner,
+        };
+        owner.checked_sub(1).map(|slot| slot as usize)
     }
 
     /// The record covering `address`, if any.
@@ -148,11 +165,10 @@ impl<T: Extent + Default> ChunkTable<T> {
     /// Take the record starting at `base` out of the table; it stays readable (the reference)
     /// until the next insert.
     pub fn remove(&mut self, base: u64) -> Option<&T> {
-        let found = self.find(base).filter(|r| r.base() == base)?;
-        let bytes = found.bytes();
-        let owners = self.owners(base, bytes);
-        let slot = owners[0] - 1;
-        owners.fill(0);
+        let slot = self.slot_of(base)?;
+        let bytes = self.slots.get(slot).filter(|r| r.base() == base)?.bytes();
+        self.owner_runs(base, bytes, |owners| owners.fill(0));
+        let slot = slot as u32;
         self.free.push(slot);
         self.used[slot as usize] = false;
         self.len -= 1;
@@ -263,5 +279,48 @@ mod tests {
         assert_eq!(t.slots.len, 3, "a freed slot is reused");
         assert_eq!(t.len(), 2);
         assert_eq!(t.iter().count(), 2);
+    }
+
+    #[test]
+    fn a_small_chunk_over_whole_leaves_is_found_from_every_byte_and_leaves_its_neighbours() {
+        let base = 1 << 30;
+        let mut t = ChunkTable::new(ArenaRegions::new(base, 4 << 20));
+        t.set_small(0, true);
+        t.set_small(1, true);
+        // Before it, in its first leaf; then a chunk from inside leaf 0 over leaves 1..=33 (the
+        // second block's first two) into leaf 34; then one after it in leaf 34.
+        let (before, big, after) = (base + 4096, base + 8192, base + 34 * LEAF + 1024);
+        t.insert(|r| *r = Range(before, 4096));
+        t.insert(|r| *r = Range(big, 34 * LEAF + 1024 - 8192));
+        t.insert(|r| *r = Range(after, 512));
+        for offset in (0..4 << 20).step_by(128) {
+            let want = match base + offset {
+                a if (before..before + 4096).contains(&a) => Some(before),
+                a if (big..after).contains(&a) => Some(big),
+                a if (after..after + 512).contains(&a) => Some(after),
+                _ => None,
+            };
+            assert_eq!(
+                t.find(base + offset).map(|r| r.0),
+                want,
+                "offset {offset:#x}"
+            );
+        }
+        assert_eq!(t.remove(big).map(|r| r.0), Some(big));
+        assert!(
+            t.rest_owner.iter().all(|&o| o == 0),
+            "its leaf entries are cleared"
+        );
+        for offset in (8192..34 * LEAF + 1024).step_by(256) {
+            assert!(t.find(base + offset).is_none(), "offset {offset:#x}");
+        }
+        assert_eq!(t.find(before + 100).map(|r| r.0), Some(before));
+        assert_eq!(t.find(after + 100).map(|r| r.0), Some(after));
+        // The blocks can leave the small space once empty, and a rest chunk there is found.
+        t.remove(before);
+        t.remove(after);
+        t.set_small(0, false);
+        t.insert(|r| *r = Range(base, 2 << 20));
+        assert_eq!(t.find(base + (1 << 20)).map(|r| r.0), Some(base));
     }
 }

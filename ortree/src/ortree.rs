@@ -27,7 +27,7 @@
 //! exactly as it was.
 
 use crate::error::{OrTreeError, check_run_request};
-use crate::summary::{SummaryBits, WORD_BITS};
+use crate::summary::{SummaryBits, WORD_BITS, word_masks};
 
 /// Reach classes above 0 (runs of at least 2, 4, .., 64 units) that get a summary tree.
 const REACH_CLASSES: usize = 6;
@@ -383,12 +383,16 @@ impl OrTree {
     /// reads word `first`'s trailing free run), may be stale.
     fn mark_dirty(&mut self, first: usize, last: usize) {
         for w in first.saturating_sub(1)..=last {
-            let bit = 1u64 << (w % WORD_BITS);
-            let word = &mut self.dirty[w / WORD_BITS];
-            if *word & bit == 0 {
-                *word |= bit;
-                self.dirty_list.push(w);
-            }
+            self.mark_word_dirty(w);
+        }
+    }
+
+    fn mark_word_dirty(&mut self, w: usize) {
+        let bit = 1u64 << (w % WORD_BITS);
+        let word = &mut self.dirty[w / WORD_BITS];
+        if *word & bit == 0 {
+            *word |= bit;
+            self.dirty_list.push(w);
         }
     }
 
@@ -434,43 +438,57 @@ impl OrTree {
 
     /// The first free unit in `start..start + count`, if any (a scan of the covered words).
     fn first_free_in(&self, start: usize, count: usize) -> Option<usize> {
-        Self::word_masks(start, count).find_map(|(w, mask)| {
+        word_masks(start, count).find_map(|(w, mask)| {
             let free = self.units.words()[w] & mask;
             (free != 0).then(|| w * WORD_BITS + free.trailing_zeros() as usize)
         })
     }
 
     /// Each unit word overlapping `start..start + count`, with the mask of the covered bits.
-    fn word_masks(start: usize, count: usize) -> impl Iterator<Item = (usize, u64)> {
-        let end = start + count;
-        (start / WORD_BITS..end.div_ceil(WORD_BITS)).map(move |w| {
-            let lo = (w * WORD_BITS).max(start) - w * WORD_BITS;
-            let hi = ((w + 1) * WORD_BITS).min(end) - w * WORD_BITS;
-            let mask = if hi - lo == WORD_BITS {
-                u64::MAX
-            } else {
-                ((1u64 << (hi - lo)) - 1) << lo
-            };
-            (w, mask)
-        })
-    }
-
     fn mark_allocated(&mut self, start: usize, count: usize) {
-        for (w, mask) in Self::word_masks(start, count) {
+        for (w, mask) in word_masks(start, count) {
             let old = self.units.words()[w];
             self.units.set_word(w, old & !mask);
         }
         self.free -= count;
-        self.mark_dirty(start / WORD_BITS, (start + count - 1) / WORD_BITS);
+        self.settle_changed(start, count, false);
     }
 
     fn mark_free(&mut self, start: usize, count: usize) {
-        for (w, mask) in Self::word_masks(start, count) {
+        for (w, mask) in word_masks(start, count) {
             let old = self.units.words()[w];
             self.units.set_word(w, old | mask);
         }
         self.free += count;
-        self.mark_dirty(start / WORD_BITS, (start + count - 1) / WORD_BITS);
+        self.settle_changed(start, count, true);
+    }
+
+    /// Units `start..start + count` were all allocated (`free` false) or all freed. A word they
+    /// cover whole is now all allocated or all free, so its reach class follows from it alone
+    /// (none, or 6): those are set at once, a range per class tree, so a run of MiB costs a
+    /// few words per tree instead of a refresh per unit word. The words they cover in part, and
+    /// the word before (which reads the first one's free run), are marked dirty.
+    fn settle_changed(&mut self, start: usize, count: usize, free: bool) {
+        let (first, last) = (start / WORD_BITS, (start + count - 1) / WORD_BITS);
+        let whole_from = start.div_ceil(WORD_BITS);
+        let whole_to = (start + count) / WORD_BITS;
+        if whole_from >= whole_to {
+            self.mark_dirty(first, last);
+            return;
+        }
+        let class = if free { REACH_CLASSES as u8 } else { NO_RUN };
+        self.reach_class[whole_from..whole_to].fill(class);
+        for tree in &mut self.reach {
+            tree.assign_range(whole_from, whole_to, free);
+        }
+        if first < whole_from {
+            self.mark_dirty(first, first); // covered in part, and the word before it
+        } else if first > 0 {
+            self.mark_word_dirty(first - 1);
+        }
+        if whole_to <= last {
+            self.mark_word_dirty(whole_to); // covered in part; the whole word before is settled
+        }
     }
 }
 

@@ -7,6 +7,22 @@
 
 pub(crate) const WORD_BITS: usize = 64;
 
+/// The words covering bits `start..start + count` (`count > 0`), each with the mask of those
+/// bits in it.
+pub(crate) fn word_masks(start: usize, count: usize) -> impl Iterator<Item = (usize, u64)> {
+    let end = start + count;
+    (start / WORD_BITS..end.div_ceil(WORD_BITS)).map(move |w| {
+        let lo = (w * WORD_BITS).max(start) - w * WORD_BITS;
+        let hi = ((w + 1) * WORD_BITS).min(end) - w * WORD_BITS;
+        let mask = if hi - lo == WORD_BITS {
+            u64::MAX
+        } else {
+            ((1u64 << (hi - lo)) - 1) << lo
+        };
+        (w, mask)
+    })
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SummaryBits {
     levels: Vec<Vec<u64>>,
@@ -102,6 +118,17 @@ impl SummaryBits {
         let bit = 1u64 << (index % WORD_BITS);
         let old = self.levels[0][w];
         self.set_word(w, if value { old | bit } else { old & !bit });
+    }
+
+    /// Set or clear bits `start..end`.
+    pub(crate) fn assign_range(&mut self, start: usize, end: usize, value: bool) {
+        if start >= end {
+            return;
+        }
+        for (w, mask) in word_masks(start, end - start) {
+            let old = self.levels[0][w];
+            self.set_word(w, if value { old | mask } else { old & !mask });
+        }
     }
 
     /// Word `w` of level 0 became non-empty (`nonempty`) or empty: fix the summaries above it.

@@ -128,9 +128,9 @@ fn op(len: usize) -> impl Strategy<Value = Op> {
     let span = len + 3; // reach past the end
     prop_oneof![
         4 => Just(Op::AllocOne),
-        4 => (0..=(len.min(130) + 1), 0u32..8)
+        4 => (0..=(len.min(200) + 1), 0u32..8)
             .prop_map(|(count, align_log2)| Op::AllocRun { count, align_log2 }),
-        2 => (0..=(len.min(130) + 1), 0u32..8, 0..span)
+        2 => (0..=(len.min(200) + 1), 0u32..8, 0..span)
             .prop_map(|(count, align_log2, hint)| Op::AllocRunFrom { count, align_log2, hint }),
         6 => any::<usize>().prop_map(|pick| Op::FreeLive { pick }),
         1 => (0..span, 0..(len.min(70) + 2)).prop_map(|(start, count)| Op::FreeAny { start, count }),
