@@ -43,9 +43,26 @@ pub struct Args {
     /// Seed of the sizes and choices.
     #[arg(long, default_value_t = 11)]
     seed: u64,
+    /// Count unified-memory faults and migrations per launch (CUPTI; slows kernels that fault).
+    #[arg(long)]
+    fault_counters: bool,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+/// One launch as the host saw it.
+#[derive(Serialize)]
+struct LaunchReport {
+    seconds: f64,
+    objects: u64,
+    /// Bytes the device caches held when the launch ended (before any drain).
+    cache_bytes: u64,
+    cache_denials: u64,
+    /// With `--fault-counters`: GPU page fault groups and bytes migrated during the launch.
+    gpu_page_faults: Option<u64>,
+    htod_bytes: Option<u64>,
+    dtoh_bytes: Option<u64>,
 }
 
 /// The kernel's counters, in `soak.cu`'s order.
@@ -113,6 +130,8 @@ struct Report {
     launches: u32,
     drains: u32,
     seconds: f64,
+    /// Per launch, in order (the last is the final pass that frees every object).
+    per_launch: Vec<LaunchReport>,
     kernel: Vec<(String, u64)>,
     /// Frees by outcome as the runtime counted them (device caches and host together).
     frees_by_outcome: Vec<(String, u64)>,
@@ -130,6 +149,10 @@ struct Report {
     service_busy_share: f64,
     service_batch_p50: u64,
     service_batch_us_p50: f64,
+    /// The 99th percentile and the longest batch time (us): a long batch holds every warp
+    /// waiting for the host.
+    service_batch_us_p99: f64,
+    service_batch_us_max: f64,
     empty_at_end: bool,
     invariants: String,
     failure_events: Vec<String>,
@@ -147,6 +170,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let rt = Runtime::builder()
         .backend(BackendChoice::Cuda)
         .device_cache_fraction(MAX_DEVICE_CACHE_FRACTION)
+        .fault_counters(args.fault_counters)
         .build()
         .context("soak runs on the GPU (the sim backend's CPU warps run the same caches in `cargo test`)")?;
     let info = rt.device_info().expect("cuda backend").clone();
@@ -174,7 +198,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let bar = crate::progress::steps(u64::from(launches) + 1, "soak launches");
     let started = Instant::now();
     let mut drains = 0;
+    let mut per_launch = Vec::new();
     for launch in 0..=launches {
+        let launch_started = Instant::now();
         let final_pass = u32::from(launch == launches);
         // SAFETY: am_soak(mailbox, u64 seed, unsigned launch, unsigned steps, unsigned slots,
         // unsigned final_pass, u64* live, u64* live_sizes, u64* counters, u64* events):
@@ -194,6 +220,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             })
         }?
         .wait()?;
+        let caches = rt.cache_stats().unwrap_or_default();
+        let faults = if args.fault_counters {
+            rt.take_faults_if_counting()?.map(|f| f.total)
+        } else {
+            None
+        };
         if final_pass == 1 || (args.drain_every > 0 && (launch + 1) % args.drain_every == 0) {
             rt.drain_caches()?;
             drains += 1;
@@ -205,13 +237,32 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .iter()
             .map(|name| counter(&c, name))
             .sum::<u64>();
+        let this = LaunchReport {
+            seconds: launch_started.elapsed().as_secs_f64(),
+            objects: objects
+                - per_launch
+                    .iter()
+                    .map(|l: &LaunchReport| l.objects)
+                    .sum::<u64>(),
+            cache_bytes: caches.held_bytes,
+            cache_denials: caches.denials,
+            gpu_page_faults: faults.map(|f| f.gpu_page_faults),
+            htod_bytes: faults.map(|f| f.htod_bytes),
+            dtoh_bytes: faults.map(|f| f.dtoh_bytes),
+        };
         tracing::info!(
             launch,
             objects,
             damaged_bytes = damaged,
             seconds = started.elapsed().as_secs_f64(),
+            launch_seconds = this.seconds,
+            cache_mib = this.cache_bytes >> 20,
+            cache_denials = this.cache_denials,
+            gpu_page_faults = ?this.gpu_page_faults,
+            htod_mib = ?this.htod_bytes.map(|b| b >> 20),
             "soak launch done"
         );
+        per_launch.push(this);
         bar.set_message(format!(
             "{:.3e} objects, {damaged} damaged bytes, {failed} failures",
             objects as f64
@@ -313,6 +364,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         launches: launches + 1,
         drains,
         seconds,
+        per_launch,
         kernel: COUNTERS
             .iter()
             .map(|n| n.to_string())
@@ -333,6 +385,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         service_busy_share: service.busy_nanos as f64 / 1e9 / seconds,
         service_batch_p50: service.batch_size_p50_p99.0,
         service_batch_us_p50: service.batch_nanos_p50_p99_max.0 as f64 / 1e3,
+        service_batch_us_p99: service.batch_nanos_p50_p99_max.1 as f64 / 1e3,
+        service_batch_us_max: service.batch_nanos_p50_p99_max.2 as f64 / 1e3,
         empty_at_end: empty,
         invariants,
         failure_events: events.clone(),
@@ -360,10 +414,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         caches.retired_bytes >> 20
     );
     println!(
-        "  service thread         busy {:.0}% of the run, median batch {} requests in {:.1} us",
+        "  service thread         busy {:.0}% of the run, median batch {} requests in {:.1} us (99th percentile {:.1} us, longest {:.1} us)",
         report.service_busy_share * 100.0,
         report.service_batch_p50,
-        report.service_batch_us_p50
+        report.service_batch_us_p50,
+        report.service_batch_us_p99,
+        report.service_batch_us_max
     );
     println!(
         "  host requests          {}; empty at the end: {}; invariants {}",

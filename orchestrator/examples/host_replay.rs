@@ -1,7 +1,7 @@
 //! The host's share of two GPU workloads, replayed against the resolver alone (no mailbox, no
 //! GPU): how long the service thread spends per request when the device caches send it only
-//! what they do not serve. A diagnostic for docs/caches.md and the mixed-size placement, not a
-//! benchmark of record (criterion's `service` bench is).
+//! what they do not serve. A diagnostic for the mixed-size placement, not a benchmark of record
+//! (criterion's `service` bench is).
 //!
 //! ```sh
 //! cargo run --release -p orchestrator --example host_replay -- mixed 12

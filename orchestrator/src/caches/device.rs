@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use translator::{CACHE_STAMP_FLAG, Handle, HandleKind, WARP_LANES};
+use translator::{CACHE_STAMP_FLAG, Handle, WARP_LANES};
 
 use super::channel::CacheChannel;
 use super::geometry::{
@@ -440,11 +440,14 @@ impl CpuCaches {
             let (address, stamp) = if by_address {
                 (words[lane], 0)
             } else {
+                // Only handles a cache made, as `client.cuh`'s free: a host's handle goes to
+                // the host, which answers one into a cache slab's blocks as a second free.
                 let h = Handle(words[lane]);
-                if h.is_null() || h.kind() != HandleKind::Plain {
+                let stamp = h.free_stamp();
+                if stamp < CACHE_STAMP_FLAG {
                     continue;
                 }
-                (h.address(), h.free_stamp())
+                (h.address(), stamp)
             };
             if address == 0 {
                 continue;
@@ -771,6 +774,33 @@ mod tests {
         for h in &got.handles[..2] {
             assert_eq!(free(&caches, *h), LaneStatus::Ok);
         }
+    }
+
+    /// A handle the host made (generation 1..63) that points into a cache slab, at an object of
+    /// it or not, is left to the host, which answers it as a second free: only handles a cache
+    /// made, and addresses, take part in the caches' free. A handle the host never gave
+    /// (generation 0) is the host's to judge too, and so cannot free a cache object.
+    #[test]
+    fn a_handle_the_host_made_is_left_to_the_host_even_inside_a_cache_slab() {
+        let (caches, host) = caches_and_host(1, 64, 16 * VABLOCK_BYTES, OneSlab { held: false });
+        let got = alloc_with_host(&caches, &host, 2);
+        let object = got.handles[0];
+        let mut words = [0; WARP_LANES];
+        for generation in [0, 1, 63] {
+            let host_made = Handle::plain(object.address(), 3)
+                .unwrap()
+                .with_generation(generation);
+            words[0] = host_made.0;
+            let out = caches.free(1, &words, false);
+            assert_eq!(out.handled, 0, "generation {generation}");
+        }
+        words[0] = object.0;
+        assert_eq!(
+            caches.free(1, &words, false).handled,
+            1,
+            "the cache's own handle"
+        );
+        assert_eq!(free(&caches, got.handles[1]), LaneStatus::Ok);
     }
 
     /// Slabs anywhere: each taken slab gets new blocks.

@@ -263,11 +263,15 @@ namespace detail {
 // objects; else sent to the host, waiting for its answer unless `posted`.
 __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word, bool posted) {
   if (mb.caches.classes != 0) {
-    // With caches, a null takes no part, and objects of cache slabs are freed on the device.
+    // With caches, a null takes no part, and objects of cache slabs are freed on the device:
+    // addresses, and handles a cache made (their free stamp carries kCacheStampFlag). A handle
+    // the host made goes to the host, which answers one into a cache slab's blocks as a second
+    // free; its lane never joins the caches' warp-wide free (with host lanes in it, frees of host
+    // objects in the soak waited for seconds and the caches' slabs went unreturned).
     FreeResult result = {kStatusOk, kLaneOk};
     if (word == 0) return result;
     const bool by_handle = op == kOpFree;
-    if (!by_handle || handle_kind(word) == kHandlePlain) {
+    if (!by_handle || handle_free_stamp(word) >= kCacheStampFlag) {
       const u64 address = by_handle ? handle_address(word) : word;
       const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
       bool any_failed = false;
