@@ -102,21 +102,20 @@ impl Generations {
             && self.small[(offset / SMALL_COUNTED) as usize] != 0
     }
 
-    /// Whether an object once started exactly at `address`: in the small space, a granule whose
-    /// start bit is set; elsewhere, a page whose counter moved (tile objects start on pages).
+    /// Whether an object once started exactly at `address`: a granule whose start bit is set
+    /// (an object of a small-space life of its block, whichever region the block is in now), or
+    /// outside the small space a page whose counter moved (tile objects start on pages).
     pub fn start_seen(&self, address: u64) -> bool {
-        match self.regions.locate(address) {
-            Some((Region::Rest, offset)) => {
-                offset.is_multiple_of(TILE_GRANULE)
-                    && self.rest[(offset / TILE_GRANULE) as usize] != 0
-            }
-            Some((Region::Small, offset)) => {
-                let granule = (offset / SMALL_GRANULE) as usize;
-                offset.is_multiple_of(SMALL_GRANULE)
-                    && self.small_starts[granule / 64] >> (granule % 64) & 1 == 1
-            }
-            None => false,
-        }
+        let Some((region, offset)) = self.regions.locate(address) else {
+            return false;
+        };
+        let granule = (offset / SMALL_GRANULE) as usize;
+        let small_start = offset.is_multiple_of(SMALL_GRANULE)
+            && self.small_starts[granule / 64] >> (granule % 64) & 1 == 1;
+        small_start
+            || region == Region::Rest
+                && offset.is_multiple_of(TILE_GRANULE)
+                && self.rest[(offset / TILE_GRANULE) as usize] != 0
     }
 
     /// Stamp one new chunk at `base` (every object in one region) whose lanes in `live` have
@@ -277,8 +276,14 @@ mod tests {
         assert!(!g.start_seen(BASE + 40), "not a granule");
         g.set_small(0, false);
         assert!(
-            !g.start_seen(BASE + 32),
-            "outside the small space, pages count"
+            g.start_seen(BASE + 32),
+            "the block's small-space life is remembered after it leaves"
+        );
+        assert!(!g.start_seen(BASE + 48) && !g.start_seen(BASE + 4096));
+        stamp(&mut g, &[(0, BASE + 4096)]);
+        assert!(
+            g.start_seen(BASE + 4096),
+            "outside the small space, pages count too"
         );
     }
 
