@@ -263,17 +263,20 @@ namespace detail {
 // objects; else sent to the host, waiting for its answer unless `posted`.
 __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word, bool posted) {
   if (mb.caches.classes != 0) {
-    // With caches, a null takes no part, and objects of cache slabs are freed on the device:
-    // addresses, and handles a cache made (their free stamp carries kCacheStampFlag). A handle
-    // the host made goes to the host, which answers one into a cache slab's blocks as a second
-    // free; its lane never joins the caches' warp-wide free (with host lanes in it, frees of host
-    // objects in the soak waited for seconds and the caches' slabs went unreturned).
+    // With caches, a null takes no part, and objects of cache slabs are freed on the device.
+    // Only lanes whose object can be a cache object join the caches' warp-wide free: a handle a
+    // cache made (its free stamp carries kCacheStampFlag), or an address in a block a slab holds
+    // now. Any other goes to the host, which answers a host handle into a slab's blocks as a
+    // second free. With host objects' lanes in that free, their frees waited for seconds in long
+    // kernels and the caches' slabs went unreturned (docs/caches.md, the soak).
     FreeResult result = {kStatusOk, kLaneOk};
     if (word == 0) return result;
     const bool by_handle = op == kOpFree;
-    if (!by_handle || handle_free_stamp(word) >= kCacheStampFlag) {
-      const u64 address = by_handle ? handle_address(word) : word;
-      const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
+    const u64 address = by_handle ? handle_address(word) : word;
+    const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
+    const bool maybe_cached = by_handle ? stamp >= kCacheStampFlag
+                                        : cache_slab_of_block(mb.caches, address >> 21) >= 0;
+    if (maybe_cached) {
       bool any_failed = false;
       if (cache_free(mb.caches, __activemask(), address, stamp, &result.lane_status,
                      &any_failed)) {
