@@ -8,9 +8,10 @@
 //! small space a leaf that one chunk covers whole is owned through the leaf's entry (which the
 //! rest's array has for every leaf, and which no rest chunk uses while the block is small), so a
 //! packed chunk of MiB writes one entry per leaf plus the units of its two partial leaves: a
-//! lookup there reads the leaf's entry first and the unit's when it is 0. Records never move once stored: they live in pages of [`PAGE_RECORDS`], so the table grows
-//! without copying what it holds (a record is a few hundred bytes; hosts that make millions of
-//! chunks would otherwise copy them at every doubling).
+//! lookup there reads the leaf's entry first and the unit's when it is 0. Records never move once
+//! stored: they live in pages of [`PAGE_RECORDS`], so the table grows without copying what it
+//! holds (a record is a few hundred bytes; hosts that make millions of chunks would otherwise copy
+//! them at every doubling).
 
 /// A chunk's extent, as the table needs it.
 pub trait Extent {
@@ -287,8 +288,8 @@ mod tests {
         let mut t = ChunkTable::new(ArenaRegions::new(base, 4 << 20));
         t.set_small(0, true);
         t.set_small(1, true);
-        // Before it, in its first leaf; then a chunk from inside leaf 0 over leaves 1..=33 (the
-        // second block's first two) into leaf 34; then one after it in leaf 34.
+        // Before it, in its first leaf; then a chunk from inside leaf 0 over leaves 1..=33 (into
+        // the second block) and part of leaf 34; then one after it in leaf 34.
         let (before, big, after) = (base + 4096, base + 8192, base + 34 * LEAF + 1024);
         t.insert(|r| *r = Range(before, 4096));
         t.insert(|r| *r = Range(big, 34 * LEAF + 1024 - 8192));
