@@ -3,15 +3,15 @@
 //! Every chunk lies wholly in the small space's blocks (256 B units) or wholly in the rest of the
 //! arena (64 KiB leaves: portion chunks start on leaves, large ones on VABlocks). An owner array
 //! per granule over the whole arena holds, for each unit, the slot of the chunk covering it (0 =
-//! none), so finding the chunk behind a handle is one array read; which array an address reads
-//! depends on whether its block is in the small space now ([`ChunkTable::set_small`]). In the
-//! small space a leaf that one chunk covers whole is owned through the leaf's entry (which the
-//! rest's array has for every leaf, and which no rest chunk uses while the block is small), so a
-//! packed chunk of MiB writes one entry per leaf plus the units of its two partial leaves: a
-//! lookup there reads the leaf's entry first and the unit's when it is 0. Records never move once
-//! stored: they live in pages of [`PAGE_RECORDS`], so the table grows without copying what it
-//! holds (a record is a few hundred bytes; hosts that make millions of chunks would otherwise copy
-//! them at every doubling).
+//! none), so finding the chunk behind a handle is one array read (two in the small space, below);
+//! which array an address reads depends on whether its block is in the small space now
+//! ([`ChunkTable::set_small`]). In the small space a leaf that one chunk covers whole is owned
+//! through the leaf's entry (which the rest's array has for every leaf, and which no rest chunk
+//! uses while the block is small), so a packed chunk of MiB writes one entry per leaf plus the
+//! units of its two partial leaves: a lookup there reads the leaf's entry first and the unit's
+//! when it is 0. Records never move once stored: they live in pages of [`PAGE_RECORDS`], so the
+//! table grows without copying what it holds (a record is a few hundred bytes; hosts that make
+//! millions of chunks would otherwise copy them at every doubling).
 
 /// A chunk's extent, as the table needs it.
 pub trait Extent {
