@@ -199,6 +199,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut drains = 0;
     let mut per_launch = Vec::new();
+    let mut objects_before = 0;
     for launch in 0..=launches {
         let launch_started = Instant::now();
         let final_pass = u32::from(launch == launches);
@@ -239,11 +240,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .sum::<u64>();
         let this = LaunchReport {
             seconds: launch_started.elapsed().as_secs_f64(),
-            objects: objects
-                - per_launch
-                    .iter()
-                    .map(|l: &LaunchReport| l.objects)
-                    .sum::<u64>(),
+            objects: objects - objects_before,
             cache_bytes: caches.held_bytes,
             cache_denials: caches.denials,
             gpu_page_faults: faults.map(|f| f.gpu_page_faults),
@@ -263,6 +260,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "soak launch done"
         );
         per_launch.push(this);
+        objects_before = objects;
         bar.set_message(format!(
             "{:.3e} objects, {damaged} damaged bytes, {failed} failures",
             objects as f64

@@ -36,42 +36,31 @@ const WINDOW: usize = 1024;
 /// Allocation and free pairs resolved between two clock reads (at most the window).
 const BATCH: usize = 256;
 
-/// Allocation requests: the mixed stream, every lane asking `lane_bytes`, or the host's share
-/// of general code's sizes.
+/// What a [`Stream`] draws.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// The GPU stress's mix.
+    Mixed,
+    /// Every lane asking this many bytes.
+    Uniform(u64),
+    /// The host's share of the mixed test's sizes (lanes over 32 KiB).
+    OverCached,
+}
+
+/// Allocation requests of one [`Shape`].
 struct Stream {
     state: u64,
-    lane_bytes: Option<u64>,
-    general: bool,
+    shape: Shape,
 }
 
 impl Stream {
-    fn mixed(seed: u64) -> Self {
-        Self {
-            state: seed,
-            lane_bytes: None,
-            general: false,
-        }
-    }
-
-    fn uniform(seed: u64, lane_bytes: u64) -> Self {
-        Self {
-            state: seed,
-            lane_bytes: Some(lane_bytes),
-            general: false,
-        }
-    }
-
-    fn general(seed: u64) -> Self {
-        Self {
-            state: seed,
-            lane_bytes: None,
-            general: true,
-        }
+    fn new(seed: u64, shape: Shape) -> Self {
+        Self { state: seed, shape }
     }
 
     /// A warp of the mixed test's bands (per mille: 126 of 4-64 KiB, 4 of 1-3 MiB), keeping
     /// the lanes over 32 KiB; drawn again until one lane is left.
-    fn general_alloc(&mut self) -> RequestRecord {
+    fn over_cached_alloc(&mut self) -> RequestRecord {
         loop {
             let words: [u64; 32] = std::array::from_fn(|_| {
                 let x = self.next();
@@ -103,17 +92,18 @@ impl Stream {
     }
 
     fn alloc(&mut self) -> RequestRecord {
-        if self.general {
-            return self.general_alloc();
-        }
-        if let Some(bytes) = self.lane_bytes {
-            return RequestRecord {
-                op: Op::Alloc as u32,
-                lane_mask: u32::MAX,
-                warp: 1,
-                reserved: 0,
-                words: [bytes; 32],
-            };
+        match self.shape {
+            Shape::OverCached => return self.over_cached_alloc(),
+            Shape::Uniform(bytes) => {
+                return RequestRecord {
+                    op: Op::Alloc as u32,
+                    lane_mask: u32::MAX,
+                    warp: 1,
+                    reserved: 0,
+                    words: [bytes; 32],
+                };
+            }
+            Shape::Mixed => {}
         }
         let class = self.next() % 100;
         let words = std::array::from_fn(|_| {
@@ -172,13 +162,14 @@ fn bench_resolve(c: &mut Criterion) {
     let mut g = c.benchmark_group("resolve");
     g.throughput(Throughput::Elements(2));
     const SEED: u64 = 0x1234_5678_9ABC_DEF1;
-    for (name, recycle_small, mut stream) in [
-        ("mixed", true, Stream::mixed(SEED)),
-        ("mixed_without_recycling", false, Stream::mixed(SEED)),
-        ("uniform_1kib", true, Stream::uniform(SEED, 1 << 10)),
-        ("uniform_8kib", true, Stream::uniform(SEED, 8 << 10)),
-        ("general_over_32kib", true, Stream::general(SEED)),
+    for (name, recycle_small, shape) in [
+        ("mixed", true, Shape::Mixed),
+        ("mixed_without_recycling", false, Shape::Mixed),
+        ("uniform_1kib", true, Shape::Uniform(1 << 10)),
+        ("uniform_8kib", true, Shape::Uniform(8 << 10)),
+        ("general_over_32kib", true, Shape::OverCached),
     ] {
+        let mut stream = Stream::new(SEED, shape);
         let mut r = resolver_recycling(recycle_small);
         let mut live: VecDeque<[u64; 32]> = (0..WINDOW)
             .map(|_| handles_of(&mut r, &stream.alloc()))
@@ -227,7 +218,7 @@ fn bench_serve(c: &mut Criterion) {
             Arc::new(ServiceStats::default()),
             1024,
         );
-        let mut stream = Stream::mixed(0xDEAD_BEEF_1234_5679);
+        let mut stream = Stream::new(0xDEAD_BEEF_1234_5679, Shape::Mixed);
         let mut live: VecDeque<[u64; 32]> = {
             let mut r = resolver.lock();
             (0..WINDOW)

@@ -444,23 +444,28 @@ impl OrTree {
         })
     }
 
-    /// Each unit word overlapping `start..start + count`, with the mask of the covered bits.
     fn mark_allocated(&mut self, start: usize, count: usize) {
-        for (w, mask) in word_masks(start, count) {
-            let old = self.units.words()[w];
-            self.units.set_word(w, old & !mask);
-        }
-        self.free -= count;
-        self.settle_changed(start, count, false);
+        self.mark(start, count, false);
     }
 
     fn mark_free(&mut self, start: usize, count: usize) {
+        self.mark(start, count, true);
+    }
+
+    /// Set units `start..start + count` free or allocated, counting them, and bring the reach
+    /// classes of the words they cover along ([`OrTree::settle_changed`]).
+    fn mark(&mut self, start: usize, count: usize, free: bool) {
         for (w, mask) in word_masks(start, count) {
             let old = self.units.words()[w];
-            self.units.set_word(w, old | mask);
+            self.units
+                .set_word(w, if free { old | mask } else { old & !mask });
         }
-        self.free += count;
-        self.settle_changed(start, count, true);
+        if free {
+            self.free += count;
+        } else {
+            self.free -= count;
+        }
+        self.settle_changed(start, count, free);
     }
 
     /// Units `start..start + count` were all allocated (`free` false) or all freed. A word they
