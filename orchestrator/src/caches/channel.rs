@@ -12,6 +12,9 @@ use crate::sync::{AtomicU32, fence};
 use ortree::VABLOCK_BYTES;
 use translator::{ADDRESS_BITS, CACHE_GENERATIONS};
 
+/// `denied[c]` when no denial stands: above every ask number (asks count modulo 2^31).
+pub const DENIAL_WITHDRAWN: u32 = 1 << 31;
+
 /// A ring entry: the slab's cache generation above bit [`ENTRY_GENERATION_SHIFT`], its first
 /// byte (2 MiB aligned, below 2^48) and its slab id in the low `ENTRY_ID_BITS` bits.
 pub const ENTRY_ID_BITS: u32 = 15;
@@ -102,9 +105,17 @@ impl CacheChannel {
         self.u32s(FILLED)[class].store(filled, Ordering::Release);
     }
 
-    /// Tell the warp that made ask `ask` of `class` that no slab comes for it.
+    /// Tell the warp that made ask `ask` of `class` that no slab comes for it. Until the host
+    /// withdraws the denial ([`CacheChannel::withdraw_denial`]) or publishes a slab, the class's
+    /// warps that find it used up go to the mailbox without asking again.
     pub fn deny(&self, class: usize, ask: u32) {
         self.u32s(DENIED)[class].store(ask, Ordering::Release);
+    }
+
+    /// Let `class`'s warps ask again: `denied` takes a value no ask has (asks count below
+    /// 2^31).
+    pub fn withdraw_denial(&self, class: usize) {
+        self.u32s(DENIED)[class].store(DENIAL_WITHDRAWN, Ordering::Release);
     }
 
     /// The slab id in returns entry `i`, once the device has written it (for this lap).

@@ -340,6 +340,13 @@ impl CpuCaches {
         let mut ask = None;
         let mut polls = 0u32;
         while self.channel.filled(class) <= index {
+            if ask.is_none() && *asks != 0 && self.channel.denied(class) == *asks {
+                // The host denied the class's last ask and has not withdrawn it: no round trip
+                // per warp while the caches are at their bound (the host publishes the slab
+                // when one fits).
+                self.settle_cursor(class, seen);
+                return Advance::Denied;
+            }
             let ask = *ask.get_or_insert_with(|| {
                 *asks = (*asks + 1) & (u32::MAX >> 1);
                 self.channel.post_demand(class, *asks);
@@ -658,6 +665,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
+    use crate::caches::channel::DENIAL_WITHDRAWN;
     use crate::caches::geometry::CACHED_MAX_BYTES;
     use crate::caches::{CacheKeeper, SlabSource};
     use ortree::VABLOCK_BYTES;
@@ -895,5 +903,74 @@ mod tests {
             (word >> SLAB_NUMBER_SHIFT, word & CURSOR_MASK),
             (1, objects)
         );
+    }
+
+    /// After the host denied a class a slab (at the bound), the class's next warps that find it
+    /// used up go to the mailbox without asking again; once a slab goes back, the host's next
+    /// turn publishes the one the class lacks unasked and withdraws the denial, and warps are
+    /// served again.
+    #[test]
+    fn a_denied_class_stops_asking_until_the_host_publishes_again() {
+        let one_slab = slab_blocks(LARGEST) * VABLOCK_BYTES;
+        let (caches, host) = caches_and_host(4, 256, one_slab, Bump { next: BASE });
+        let objects = slab_objects(LARGEST);
+        let mut held = Vec::new();
+        with_host(&host, || {
+            for _ in 0..objects / WARP_LANES as u64 {
+                let out = full_warp(&caches);
+                assert_eq!(out.served, u32::MAX);
+                held.push(out.handles.map(|h| h.0));
+            }
+            let out = full_warp(&caches);
+            assert_eq!(
+                (out.served, out.fallback),
+                (0, u32::MAX),
+                "denied at the bound"
+            );
+        });
+        let asked = caches.channel.demand(LARGEST);
+        assert_eq!(caches.channel.denied(LARGEST), asked);
+        for _ in 0..8 {
+            // No host turn here: an ask would wait for ever.
+            let out = full_warp(&caches);
+            assert_eq!((out.served, out.fallback), (0, u32::MAX));
+        }
+        assert_eq!(caches.channel.demand(LARGEST), asked, "no new ask");
+        for words in &held {
+            let out = caches.free(u32::MAX, words, false);
+            assert!(out.lanes.iter().all(|&s| s == LaneStatus::Ok));
+        }
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.tend(source);
+        }
+        assert_eq!(caches.channel.filled(LARGEST), 2, "published unasked");
+        assert_eq!(caches.channel.denied(LARGEST), DENIAL_WITHDRAWN);
+        assert_eq!(full_warp(&caches).served, u32::MAX);
+    }
+
+    /// A drain withdraws a standing denial: the class asks afresh when used again.
+    #[test]
+    fn a_drain_withdraws_a_standing_denial() {
+        let one_slab = slab_blocks(LARGEST) * VABLOCK_BYTES;
+        let (caches, host) = caches_and_host(4, 256, one_slab, Bump { next: BASE });
+        with_host(&host, || while full_warp(&caches).served != 0 {});
+        let asked = caches.channel.demand(LARGEST);
+        assert_eq!(caches.channel.denied(LARGEST), asked);
+        caches.drain();
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.reclaim(source);
+        }
+        assert_eq!(caches.channel.denied(LARGEST), DENIAL_WITHDRAWN);
+        with_host(&host, || {
+            let out = full_warp(&caches);
+            assert_eq!(
+                out.fallback,
+                u32::MAX,
+                "still at the bound: asked and denied"
+            );
+        });
+        assert_eq!(caches.channel.demand(LARGEST), asked + 1);
     }
 }

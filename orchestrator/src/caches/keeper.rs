@@ -1,6 +1,9 @@
 //! The host side of the caches, run by the service thread on every sweep: read the slabs the
 //! device gave back and return their blocks, then keep each class that the device has used
-//! `DEPTH` slabs ahead of its consumption, within the bound on blocks held.
+//! `DEPTH` slabs ahead of its consumption, within the bound on blocks held. A class whose ask was
+//! denied stops asking (the device reads the standing denial) until the host publishes the slab
+//! it lacks, which it does as soon as one fits, or drains the caches; either withdraws the
+//! denial.
 //!
 //! Invariants ([`CacheKeeper::check`]): every slab id is free or held, never both; the blocks of
 //! the held slabs sum to `held_blocks`, which never exceeds `max_blocks`; per class, the published
@@ -101,6 +104,9 @@ pub struct CacheKeeper {
     /// Per class: `taken` when the caches were last drained; slabs are published ahead of need
     /// only once the device takes one past it (a drained class stays empty until used).
     quiet_at: [u32; CACHE_CLASSES],
+    /// Per class: a denial stands, so the device asks no more; the slab it lacks is published
+    /// as soon as one fits, and the denial withdrawn.
+    denial_stands: [bool; CACHE_CLASSES],
     /// Per VABlock that was ever part of a slab: the cache generation of the last slab on it.
     block_generations: HashMap<u64, u32>,
     stats: Arc<CacheStats>,
@@ -121,6 +127,7 @@ impl CacheKeeper {
             asks_seen: [0; CACHE_CLASSES],
             returns_read: 0,
             quiet_at: [0; CACHE_CLASSES],
+            denial_stands: [false; CACHE_CLASSES],
             block_generations: HashMap::new(),
             stats: Arc::new(CacheStats::default()),
         }
@@ -168,7 +175,13 @@ impl CacheKeeper {
         } else {
             0 // not used since it was drained (or ever): nothing ahead of need
         };
-        let needed = if asked { taken + 1 } else { 0 };
+        // A standing denial keeps the device from asking: the slab it lacks is needed as if
+        // asked for.
+        let needed = if asked || self.denial_stands[class] {
+            taken + 1
+        } else {
+            0
+        };
         let target = ahead.max(needed).min(taken + RING_LEN as u32 - 1);
         let mut moved = 0;
         while self.filled[class] < target {
@@ -183,6 +196,11 @@ impl CacheKeeper {
                     self.channel
                         .publish(class, index, entry_word(base, id, generation));
                     self.filled[class] = index + 1;
+                    // Published first: a warp that still reads the denial finds this slab on
+                    // its next look.
+                    if std::mem::take(&mut self.denial_stands[class]) {
+                        self.channel.withdraw_denial(class);
+                    }
                     self.stats.refills.fetch_add(1, Ordering::Relaxed);
                     moved += 1;
                 }
@@ -191,6 +209,7 @@ impl CacheKeeper {
                     // ahead of need just is not published.
                     if asked && index == taken {
                         self.channel.deny(class, ask);
+                        self.denial_stands[class] = true;
                         self.stats.denials.fetch_add(1, Ordering::Relaxed);
                         if at_bound {
                             self.stats.denials_at_bound.fetch_add(1, Ordering::Relaxed);
@@ -295,6 +314,10 @@ impl CacheKeeper {
                 self.channel.rewind(class, taken);
             }
             self.quiet_at[class] = taken;
+            // Drained: the class asks afresh when used again.
+            if std::mem::take(&mut self.denial_stands[class]) {
+                self.channel.withdraw_denial(class);
+            }
         }
         self.publish_held();
         given

@@ -20,7 +20,10 @@
 //!    sets the slab's state, maps its blocks in the block table, publishes the class word and
 //!    writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
 //!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
-//!    reached), the lanes ask through the mailbox instead.
+//!    reached), the lanes ask through the mailbox instead. While `denied[c]` holds the class's
+//!    last ask, later warps that find the class used up go to the mailbox without asking; the
+//!    host publishes the slab as soon as one fits and then withdraws the denial (a value no ask
+//!    has), and withdraws it when it drains the caches.
 //! 3. device: a free sets the object's bit in its slab's bitmap (a bit already set is a double
 //!    free) and counts the slab's live objects down; the free that reaches 0 unmaps the slab,
 //!    clears its bitmap and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its

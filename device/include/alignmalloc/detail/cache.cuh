@@ -6,14 +6,15 @@
 // (slab number << 32 | cursor), side by side in lane order. The warp that finds the slab used up
 // takes the class lock and moves the class to the next slab the host published (it asks once
 // with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
-// through the mailbox instead. A free finds the slab of its address in the block table, sets the
-// object's bit in the slab's bitmap (a bit already set is a double free) and counts the slab's
-// live objects down, one atomic per slab and warp; the free that reaches zero unmaps the slab
-// and posts it to the host's returns ring, its bitmap left all set. Each bitmap word carries
-// the slab's life (cleared with the new life when the slab becomes current again), and a free's
-// atomic OR returns it with the bit: a late second free is refused in any later life. No host
-// round trip on either path while the host keeps up. Device words are updated with device-scope
-// atomics; the channel's words are single-writer, read and written at system scope.
+// through the mailbox instead, and so do the class's next lanes, without asking, until the host
+// publishes a slab or withdraws the denial. A free finds the slab of its address in the block
+// table, sets the object's bit in the slab's bitmap (a bit already set is a double free) and
+// counts the slab's live objects down, one atomic per slab and warp; the free that reaches zero
+// unmaps the slab and posts it to the host's returns ring, its bitmap left all set. Each bitmap
+// word carries the slab's life (cleared with the new life when the slab becomes current again),
+// and a free's atomic OR returns it with the bit: a late second free is refused in any later
+// life. No host round trip on either path while the host keeps up. Device words are updated with
+// device-scope atomics; the channel's words are single-writer, read and written at system scope.
 #ifndef ALIGNMALLOC_CACHE_CUH
 #define ALIGNMALLOC_CACHE_CUH
 
@@ -136,6 +137,12 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
     if (cache_peek(&c.filled[cls]) > index) {
       cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
       break;
+    }
+    if (ask == 0 && *asks != 0 && cache_peek(&c.denied[cls]) == *asks) {
+      // The host denied the class's last ask and has not withdrawn it: no round trip per warp
+      // while the caches are at their bound (the host publishes the slab when one fits).
+      cache_settle_cursor(word, seen, cache_slab_objects(cls));
+      return 0;
     }
     if (ask == 0) {
       *asks = (*asks + 1) & 0x7FFFFFFFu;
