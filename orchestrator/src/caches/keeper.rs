@@ -198,9 +198,7 @@ impl CacheKeeper {
                     self.filled[class] = index + 1;
                     // Published first: a warp that still reads the denial finds this slab on
                     // its next look.
-                    if std::mem::take(&mut self.denial_stands[class]) {
-                        self.channel.withdraw_denial(class);
-                    }
+                    self.withdraw_denial(class);
                     self.stats.refills.fetch_add(1, Ordering::Relaxed);
                     moved += 1;
                 }
@@ -286,6 +284,13 @@ impl CacheKeeper {
         }
     }
 
+    /// Withdraw `class`'s denial if one stands, so its warps ask again.
+    fn withdraw_denial(&mut self, class: usize) {
+        if std::mem::take(&mut self.denial_stands[class]) {
+            self.channel.withdraw_denial(class);
+        }
+    }
+
     /// After [`super::CpuCaches::drain`] (no warp runs): take back the returned slabs and the
     /// ones published and not taken, so only slabs with live objects stay held. Returns the
     /// slabs given back.
@@ -315,9 +320,7 @@ impl CacheKeeper {
             }
             self.quiet_at[class] = taken;
             // Drained: the class asks afresh when used again.
-            if std::mem::take(&mut self.denial_stands[class]) {
-                self.channel.withdraw_denial(class);
-            }
+            self.withdraw_denial(class);
         }
         self.publish_held();
         given
