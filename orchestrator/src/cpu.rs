@@ -220,8 +220,9 @@ impl CpuDevice {
 
     /// `malloc` from the lanes in `mask`, lane `l` asking `sizes[l]` bytes; arranged unless
     /// `contiguous`. Lanes outside `mask` and lanes that asked 0 get null handles. With caches,
-    /// lanes asking at most 32 KiB are served from them and only the others (and lanes whose
-    /// class the host denied a slab) make a request; a request that fails gives the cached
+    /// lanes asking at most 32 KiB are served from them, lanes up to 4 MiB too where the run
+    /// class serves them ([`crate::caches::run_class_serves`]), and only the others (and lanes
+    /// whose class the host denied a slab) make a request; a request that fails gives the cached
     /// objects back too, so `Err` leaves nothing allocated.
     pub fn malloc(
         &self,
@@ -240,7 +241,7 @@ impl CpuDevice {
                 polls.set(polls.get().wrapping_add(1));
                 self.closed_check.due(polls.get()) && self.mailbox.is_closed()
             };
-            let got = caches.alloc(mask, sizes, &closed);
+            let got = caches.alloc(mask, sizes, !contiguous, &closed);
             handles = got.handles;
             cached = got.served;
             mask &= !got.served & !lane_mask(|l| sizes[l] == 0);

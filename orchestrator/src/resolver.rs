@@ -549,9 +549,17 @@ impl Resolver {
         self.segment_of(address)?.chunk_containing(address)
     }
 
+    /// The base of the device caches' run-class slab holding `handle`'s address and the slot it
+    /// starts, when it starts one (the object's span is in the caches' device memory).
+    pub fn run_slot(&self, handle: Handle) -> Option<(u64, u64)> {
+        self.segment_of(handle.address())?
+            .run_slot(handle.address())
+    }
+
     /// How many bytes from its start the live object of `handle` may use: the lane's span in a
-    /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err`
-    /// tells why the handle is not a live object, as a free of it would.
+    /// portion or large chunk, else up to the next object's start (or the chunk's end); for a
+    /// run-class object at most the class's largest (the device knows its span: [`Resolver::run_slot`]).
+    /// `Err` tells why the handle is not a live object, as a free of it would.
     pub fn object_capacity(&self, handle: Handle) -> Result<u64, LaneStatus> {
         match self.segment_of(handle.address()) {
             Some(segment) if !handle.is_null() => segment.object_capacity(handle),

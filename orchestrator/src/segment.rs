@@ -52,7 +52,7 @@ use translator::{
     SizeClass, WARP_LANES, handles_at, lane_offsets,
 };
 
-use crate::caches::class_bytes;
+use crate::caches::{CACHED_MAX_BYTES, RUN_CLASS, RUN_SLOT_LOG2, class_bytes};
 use crate::chunks::{ChunkTable, Extent};
 use crate::generations::Generations;
 use crate::records::{LaneStatus, Status};
@@ -625,6 +625,15 @@ impl Segment {
         })
     }
 
+    /// The base of the run-class slab holding `address` and the slot it starts, when it starts
+    /// one: where the device keeps the span of the object there.
+    pub(crate) fn run_slot(&self, address: u64) -> Option<(u64, u64)> {
+        let chunk = self.chunks.find(address)?;
+        let offset = address - chunk.base;
+        (chunk.cache_class == Some(RUN_CLASS as u8) && offset.is_multiple_of(1 << RUN_SLOT_LOG2))
+            .then_some((chunk.base, offset >> RUN_SLOT_LOG2))
+    }
+
     /// How many bytes from its start the live object of `handle` may use: the lane's span in a
     /// portion or large chunk, else up to the next object's start (or the chunk's end). `Err` tells why
     /// the handle is not a live object, as a free of it would.
@@ -637,9 +646,14 @@ impl Segment {
             return Err(self.classify_dead(address));
         };
         if let Some(class) = chunk.cache_class {
-            // Whether the object is live only the device knows; its extent is its class's.
+            // Whether the object is live only the device knows; its extent is its class's. A
+            // run object's span is in device memory (`Segment::run_slot` finds where): here it
+            // is at most the class's largest object, within the slab.
             let bytes = class_bytes(class as usize);
             return match (address - chunk.base) % bytes {
+                0 if class as usize == RUN_CLASS => {
+                    Ok(CACHED_MAX_BYTES.min(chunk.base + chunk.bytes - address))
+                }
                 0 => Ok(bytes),
                 _ => Err(LaneStatus::InteriorPointer),
             };

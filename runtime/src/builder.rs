@@ -145,7 +145,8 @@ impl RuntimeBuilder {
     }
 
     /// Most bytes the device caches may hold (whole 2 MiB blocks; 0 turns the caches off, and
-    /// every allocation then asks the service thread). Default: an eighth of the arena.
+    /// every allocation then asks the service thread). Default: half the arena
+    /// ([`crate::settings::DEFAULT_DEVICE_CACHE_FRACTION`]).
     pub fn device_cache_bytes(mut self, bytes: u64) -> Self {
         self.settings.device_cache_bytes = Some(bytes);
         self
@@ -196,7 +197,7 @@ impl RuntimeBuilder {
             Some(bytes) if bytes > most => {
                 return Err(Error::Config(format!(
                     "ALIGNMALLOC_DEVICE_CACHE_BYTES (or the builder's `device_cache_bytes`): \
-                     {bytes} bytes is over half the {arena}-byte arena ({most} bytes): the host \
+                     {bytes} bytes is over {MAX_DEVICE_CACHE_FRACTION} of the {arena}-byte arena ({most} bytes): the host \
                      would have too little room left; ask for at most {most}, or for a larger \
                      arena (ALIGNMALLOC_ARENA_FRACTION, ALIGNMALLOC_ARENA_BYTES)"
                 )));
@@ -215,7 +216,7 @@ impl RuntimeBuilder {
         Ok(blocks.min(MAX_CACHE_SLABS))
     }
 
-    /// The caches' bound as a share of the arena, when no byte count is given: in (0, 0.5]
+    /// The caches' bound as a share of the arena, when no byte count is given: in (0, 0.75]
     /// ([`Settings::device_cache_fraction`]; `ALIGNMALLOC_DEVICE_CACHE_FRACTION` overrides it).
     pub fn device_cache_fraction(mut self, fraction: f64) -> Self {
         self.settings.device_cache_fraction = fraction;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, DriverError};
 use orchestrator::caches::{
-    CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, RING_LEN,
-    device_array_lens, hash_len,
+    BITS_ARRAY, CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, LIFE_ARRAY,
+    RING_LEN, device_array_lens, hash_len, run_slots, run_span_index,
 };
 use orchestrator::{DeviceCaches, DeviceMailbox, Mailbox};
 use thiserror::Error;
@@ -194,6 +194,54 @@ impl PinnedCaches {
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
             .collect();
         Ok(CpuCaches::free_counts(&words))
+    }
+
+    /// [`CpuCaches::run_object_slots`] on the device's state: the slab's life and the object's
+    /// span word, copied on `stream` (a non-blocking stream, as for [`PinnedCaches::free_counts`]).
+    pub fn run_object_slots(
+        &self,
+        stream: &cudarc::driver::CudaStream,
+        id: u32,
+        slot: u64,
+    ) -> Result<Option<u64>, GpuError> {
+        self.context
+            .bind_to_thread()
+            .map_err(|error| GpuError::Driver {
+                call: "cuCtxSetCurrent",
+                error,
+            })?;
+        let mut life = [0u8; 4];
+        let mut span = [0u8; 8];
+        let words = [
+            (
+                life.as_mut_slice(),
+                self.arrays[LIFE_ARRAY].0 + id as usize * 4,
+            ),
+            (
+                span.as_mut_slice(),
+                self.arrays[BITS_ARRAY].0 + run_span_index(id, slot) * 8,
+            ),
+        ];
+        let mut copied = Ok(());
+        for (host, offset) in words {
+            // SAFETY: `host` lives until the stream is synchronized below; the source is one
+            // word inside `memory` (an id below max_slabs and a slot within a slab's bitmap
+            // words, as the keeper and the segment hand them out).
+            copied = copied.and(check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    host.as_mut_ptr().cast(),
+                    self.memory + offset as u64,
+                    host.len(),
+                    stream.cu_stream(),
+                )
+            }));
+        }
+        let synced = synchronize(stream);
+        copied.and(synced)?;
+        Ok(run_slots(
+            u32::from_le_bytes(life),
+            u64::from_le_bytes(span),
+        ))
     }
 
     /// The device arrays `which` (indices into [`CpuCaches::arrays`]' order) copied to the host

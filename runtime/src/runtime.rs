@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
-use orchestrator::caches::{CacheKeeper, CacheStatsSnapshot};
+use orchestrator::caches::{CacheKeeper, CacheStatsSnapshot, RUN_SLOT_LOG2};
 use orchestrator::stats::StatsSnapshot;
 use orchestrator::{BadFree, LaneStatus, Resolver, ResolverCounters, Service, Status};
 use parking_lot::Mutex;
-use translator::{Arrangement, Handle, HandleKind, WARP_LANES};
+use translator::{Arrangement, CACHE_STAMP_FLAG, Handle, HandleKind, WARP_LANES};
 
 use crate::arena::ArenaMemory;
 use crate::backend::{Backend, BackendKind, CudaBackend};
@@ -527,14 +527,58 @@ impl Runtime {
 
     /// Bytes the object of `handle` may use from its start.
     pub fn capacity(&self, handle: Handle) -> Result<u64> {
-        self.resolver
-            .lock()
-            .object_capacity(handle)
-            .map_err(|status| Error::BadHandle {
-                handle: handle.0,
-                status,
-                during: HandleUse::Access,
-            })
+        let bad = |status| Error::BadHandle {
+            handle: handle.0,
+            status,
+            during: HandleUse::Access,
+        };
+        let (most, run_slot) = {
+            let resolver = self.resolver.lock();
+            (
+                resolver.object_capacity(handle).map_err(bad)?,
+                resolver.run_slot(handle),
+            )
+        };
+        match run_slot {
+            Some((base, slot)) => {
+                let slots = self.run_object_slots(handle, base, slot)?.ok_or_else(|| {
+                    // No object of this slab's life starts there: the slot lies inside
+                    // another, or was never handed out (a pointer there is an interior one).
+                    bad(if handle.free_stamp() == 0 {
+                        LaneStatus::InteriorPointer
+                    } else {
+                        LaneStatus::InvalidHandle
+                    })
+                })?;
+                Ok((slots << RUN_SLOT_LOG2).min(most))
+            }
+            None => Ok(most),
+        }
+    }
+
+    /// The slots of the run-class object of `handle`, at slot `slot` of the slab at `base`, as
+    /// the device caches recorded them in the slab's current life (`None`: none starts there).
+    /// A handle of an earlier slab on these blocks is a second use, answered `DoubleFree` as a
+    /// free of it would be; a pointer's handle (no stamp) is not checked.
+    fn run_object_slots(&self, handle: Handle, base: u64, slot: u64) -> Result<Option<u64>> {
+        let bad = |status| Error::BadHandle {
+            handle: handle.0,
+            status,
+            during: HandleUse::Access,
+        };
+        let held = self.caches.as_ref().and_then(|k| k.lock().slab_at(base));
+        let (id, generation) = held.ok_or_else(|| bad(LaneStatus::InvalidHandle))?;
+        let stamp = handle.free_stamp();
+        if stamp != 0 && stamp != CACHE_STAMP_FLAG | generation {
+            return Err(bad(LaneStatus::DoubleFree));
+        }
+        Ok(match &self.backend {
+            Backend::Cuda(c) => match &c.caches {
+                Some(caches) => caches.run_object_slots(&c.stream, id, slot)?,
+                None => None,
+            },
+            Backend::Sim(s) => s.device.caches().and_then(|c| c.run_object_slots(id, slot)),
+        })
     }
 
     fn check_bounds(&self, handle: Handle, offset: u64, len: usize) -> Result<()> {

@@ -26,12 +26,16 @@ pub const DEFAULT_ARENA_FRACTION: f64 = 0.25;
 pub const DEFAULT_SIM_ARENA_BYTES: u64 = 4 << 30;
 /// Default mailbox ports.
 pub const DEFAULT_PORTS: usize = 8192;
-/// The share of the arena the device caches hold at most, unless told otherwise.
-pub const DEFAULT_DEVICE_CACHE_FRACTION: f64 = 0.125;
+/// The share of the arena the device caches hold at most, unless told otherwise. They serve
+/// every contiguous object up to 4 MiB, so a workload that outgrows a smaller share sends its
+/// lanes through the host, one round trip each; a larger one leaves the host less room when
+/// slabs are held by a few scattered live objects each (docs/caches.md).
+pub const DEFAULT_DEVICE_CACHE_FRACTION: f64 = 0.5;
 /// The most of the arena the device caches may hold: the rest stays the host's, so objects the
-/// caches do not serve (over 32 KiB, or lanes of a class that was denied a slab) find room
-/// however many slabs the caches keep for scattered live objects.
-pub const MAX_DEVICE_CACHE_FRACTION: f64 = 0.5;
+/// caches do not serve (over 4 MiB, arranged warps whose lanes ask alike, or lanes of a class
+/// that was denied a slab) find room however many slabs the caches keep for scattered live
+/// objects.
+pub const MAX_DEVICE_CACHE_FRACTION: f64 = 0.75;
 /// How long [`crate::Runtime::settle`] waits for the service thread by default.
 pub const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -264,13 +268,13 @@ pub const TABLE: [Setting; 20] = [
         var: "ALIGNMALLOC_DEVICE_CACHE_BYTES",
         builder: "device_cache_bytes",
         default: "ALIGNMALLOC_DEVICE_CACHE_FRACTION of the arena",
-        meaning: "most bytes the device caches (sizes up to 32 KiB) hold, at most half the arena; 0 turns them off",
+        meaning: "most bytes the device caches (sizes up to 4 MiB) hold, at most three quarters of the arena; 0 turns them off",
     },
     Setting {
         var: "ALIGNMALLOC_DEVICE_CACHE_FRACTION",
         builder: "device_cache_fraction",
-        default: "0.125",
-        meaning: "the share of the arena the device caches hold at most when ALIGNMALLOC_DEVICE_CACHE_BYTES is not set, in (0, 0.5]",
+        default: "0.5",
+        meaning: "the share of the arena the device caches hold at most when ALIGNMALLOC_DEVICE_CACHE_BYTES is not set, in (0, 0.75]",
     },
     Setting {
         var: "ALIGNMALLOC_QUARANTINE_CHUNKS",
@@ -523,7 +527,7 @@ mod tests {
             ("ALIGNMALLOC_OVERSUBSCRIBE", "1"),
             ("ALIGNMALLOC_PORTS", "64"),
             ("ALIGNMALLOC_DEVICE_CACHE_BYTES", "0"),
-            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.5"),
+            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.25"),
             ("ALIGNMALLOC_QUARANTINE_CHUNKS", "16"),
             ("ALIGNMALLOC_GROWTH_MARK", "0.9"),
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "256"),
@@ -546,7 +550,7 @@ mod tests {
         assert!(s.allow_oversubscription);
         assert_eq!(s.ports, 64);
         assert_eq!(s.device_cache_bytes, Some(0));
-        assert_eq!(s.device_cache_fraction, 0.5);
+        assert_eq!(s.device_cache_fraction, 0.25);
         assert_eq!(s.quarantine_chunks, Some(16));
         assert_eq!(s.growth_mark, 0.9);
         assert_eq!(s.service.max_batch, 256);
@@ -597,7 +601,7 @@ mod tests {
             ("ALIGNMALLOC_PORTS", "0"),
             ("ALIGNMALLOC_PORTS", "65537"),
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "0"),
-            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.75"),
+            ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.8"),
         ] {
             let err = with(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");

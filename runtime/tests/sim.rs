@@ -57,26 +57,27 @@ fn bad_configurations_are_refused_with_a_reason() {
 }
 
 #[test]
-fn a_cache_bound_over_half_the_arena_is_refused_and_half_is_kept() {
+fn a_cache_bound_over_three_quarters_of_the_arena_is_refused_and_three_quarters_is_kept() {
     let arena = 64u64 << 20;
+    let most = arena / 4 * 3;
     let sim = || {
         Runtime::builder()
             .backend(BackendChoice::Sim)
             .arena_bytes(arena)
     };
-    let over = sim().device_cache_bytes(arena / 2 + (2 << 20)).build();
+    let over = sim().device_cache_bytes(most + (2 << 20)).build();
     assert!(
-        matches!(&over, Err(Error::Config(m)) if m.contains("ALIGNMALLOC_DEVICE_CACHE_BYTES") && m.contains("half")),
+        matches!(&over, Err(Error::Config(m)) if m.contains("ALIGNMALLOC_DEVICE_CACHE_BYTES") && m.contains(&format!("at most {most}"))),
         "{:?}",
         over.err()
     );
-    let half = sim().device_cache_bytes(arena / 2).build().unwrap();
+    let kept = sim().device_cache_bytes(most).build().unwrap();
+    assert_eq!(kept.cache_bound_bytes(), Some(most));
+    let half = sim().device_cache_fraction(0.5).build().unwrap();
     assert_eq!(half.cache_bound_bytes(), Some(arena / 2));
-    let share = sim().device_cache_fraction(0.5).build().unwrap();
-    assert_eq!(share.cache_bound_bytes(), Some(arena / 2));
     let default = sim().build().unwrap();
-    assert_eq!(default.cache_bound_bytes(), Some(arena / 8));
-    let too_much = sim().device_cache_fraction(0.75).build();
+    assert_eq!(default.cache_bound_bytes(), Some(arena / 2));
+    let too_much = sim().device_cache_fraction(0.8).build();
     assert!(
         matches!(too_much, Err(Error::Config(m)) if m.contains("ALIGNMALLOC_DEVICE_CACHE_FRACTION"))
     );
@@ -343,6 +344,8 @@ fn the_arena_grows_by_reservations_up_to_its_cap() {
     for objects in chunks {
         rt.free_arranged(objects).unwrap();
     }
+    // The caches keep their current slabs until drained.
+    rt.drain_caches().unwrap();
     rt.check_invariants().unwrap();
     assert!(rt.is_empty());
 }
@@ -360,6 +363,62 @@ fn fault_counters_need_the_gpu() {
             ..
         })
     ));
+}
+
+/// The host knows a run-class object's extent from the span the device caches recorded (its
+/// size rounded up to 16 KiB), so a host write past it is refused instead of landing in the
+/// next object.
+#[test]
+fn a_run_class_objects_capacity_is_its_own_slots() {
+    let rt = sim(256);
+    // Eight lanes, within the 4 MiB a warp the run class serves.
+    let lanes = 0xFFu32;
+    let sizes: [u64; 32] = std::array::from_fn(|l| {
+        if l < 8 {
+            (32 << 10) + 1 + l as u64 * 20_000
+        } else {
+            0
+        }
+    });
+    let made = std::sync::Mutex::new([Handle::NULL; 32]);
+    rt.run_warps(1, |warp| {
+        *made.lock().unwrap() = warp.malloc_contiguous(lanes, &sizes).unwrap();
+    })
+    .unwrap();
+    let handles = made.into_inner().unwrap();
+    for (lane, &handle) in handles.iter().enumerate().take(8) {
+        let capacity = rt.capacity(handle).unwrap();
+        assert_eq!(
+            capacity,
+            sizes[lane].next_multiple_of(16 << 10),
+            "lane {lane}"
+        );
+        rt.write(handle, capacity - 8, &[7; 8]).unwrap();
+        assert!(matches!(
+            rt.write(handle, capacity, &[7]),
+            Err(Error::OutOfBounds { .. })
+        ));
+    }
+    // A slot inside lane 0's object (3 slots), named by a pointer: no object starts there.
+    let inside = Handle::plain(handles[0].address() + (16 << 10), 0).unwrap();
+    assert!(matches!(
+        rt.capacity(inside),
+        Err(Error::BadHandle {
+            status: LaneStatus::InteriorPointer,
+            ..
+        })
+    ));
+    assert!(
+        rt.cache_stats().unwrap().refills >= 1,
+        "a run-class slab served them"
+    );
+    rt.run_warps(1, |warp| {
+        let freed = warp.free(lanes, &handles);
+        assert!(freed.lanes[..8].iter().all(|&s| s == LaneStatus::Ok));
+    })
+    .unwrap();
+    rt.drain_caches().unwrap();
+    assert!(rt.is_empty());
 }
 
 #[test]
@@ -484,8 +543,8 @@ fn a_stale_handle_of_a_returned_slab_is_a_double_free() {
 }
 
 /// The soak's pattern on CPU warps: each lane keeps 4 objects across rounds, frees a random one
-/// each step (sometimes twice: the second must never answer Ok), allocates 1 B-32 KiB, with
-/// drains between rounds; at the end everything is freed and nothing is left.
+/// each step (sometimes twice: the second must never answer Ok), allocates 1 B-32 KiB (one lane
+/// in 20 32 KiB-1 MiB, from the run class), with drains between rounds; at the end everything is freed and nothing is left.
 #[test]
 fn second_frees_never_free_another_object_under_churn() {
     use std::sync::Mutex;
@@ -546,7 +605,11 @@ fn second_frees_never_free_another_object_under_churn() {
                 }
                 let sizes: [u64; 32] = std::array::from_fn(|l| {
                     let x = mix(r ^ (l as u64 + 1) << 50);
-                    1 + (x >> 8) % (1 << (x % 16))
+                    if x % 64 < 3 {
+                        (32 << 10) + 1 + (x >> 8) % (1 << 20) // the run class
+                    } else {
+                        1 + (x >> 8) % (1 << (x % 16))
+                    }
                 });
                 held[slot] = warp.malloc(u32::MAX, &sizes).unwrap();
             }

@@ -137,7 +137,10 @@ am::u64 am_shim_code(unsigned which) {
 // 2 slab objects of class `x`, 3 free stamp of ring entry `x`, 4 hash home of block `x` in a
 // table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
 // ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation, 11 the class word's
-// slab number shift, 12 the VA block's bytes, 13 the big page's bytes.
+// slab number shift, 12 the VA block's bytes, 13 the big page's bytes, 14 slot log2 of class
+// `x`, 15 slots of an object of `y` bytes in class `x`, 16 whether the run class serves a warp
+// whose largest lane over 32 KiB asks `x` and whose rounded sizes sum to `y` (arranged: bit 63
+// of `x`), 17 the run class, 18 the bitmap word of a run slab's first span.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -153,6 +156,11 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 11: return am::kSlabNumberShift;
     case 12: return am::kVablockBytes;
     case 13: return am::kLeafBytes;
+    case 14: return am::cache_slot_log2((unsigned)x);
+    case 15: return am::cache_object_slots((unsigned)x, y);
+    case 16: return am::cache_run_class_serves((x >> 63) != 0, x & ~(1ull << 63), y);
+    case 17: return am::kCacheRunClass;
+    case 18: return am::kCacheRunSpansAt;
     default: return am::kCacheClasses;
   }
 }

@@ -276,7 +276,10 @@ pub fn codes() -> Vec<u64> {
 /// block-table home of block `x` in `y` entries, 5 bitmap words per slab, 6 largest cached size,
 /// 7 classes, 8 slab id of ring entry `x`, 9 base of ring entry `x`, 10 the first cache
 /// generation, 11 the class word's slab number shift, 12 the VA block's bytes, 13 the big page's
-/// bytes.
+/// bytes, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in class `x`, 16 whether
+/// the run class serves a warp whose largest lane over 32 KiB asks `x` and whose rounded sizes
+/// sum to `y` (arranged: bit 63 of `x`), 17 the run class, 18 the bitmap word of a run slab's
+/// first span.
 pub fn cache(what: u32, x: u64, y: u64) -> u64 {
     am_shim_cache(what, x, y)
 }

@@ -106,8 +106,9 @@ fn device_caches_match() {
 #[test]
 fn cache_geometry_matches() {
     use orchestrator::caches::{
-        BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, cache_class, channel::entry_parts,
-        device::hash_home, slab_blocks, slab_objects,
+        BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, RUN_CLASS, RUN_SPANS_AT, cache_class,
+        channel::entry_parts, device::hash_home, object_slots, run_class_serves, slab_blocks,
+        slab_objects, slot_log2,
     };
     assert_eq!(
         hostcheck::cache(10, 0, 0),
@@ -124,12 +125,15 @@ fn cache_geometry_matches() {
     assert_eq!(hostcheck::cache(12, 0, 0), translator::VABLOCK_BYTES);
     assert_eq!(hostcheck::cache(13, 0, 0), translator::LEAF_BYTES);
     let mut x = 0x1234_5678_9ABC_DEF1u64;
-    for size in (0..=70_000).chain((0..100_000).map(|_| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    })) {
+    for size in (0..=70_000)
+        .chain((4 << 20) - 10..=(4 << 20) + 10)
+        .chain((0..100_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }))
+    {
         let rust = cache_class(size).map_or(CACHE_CLASSES as u64, |c| c as u64);
         assert_eq!(hostcheck::cache(0, size, 0), rust, "class of {size}");
         let (base, id, generation) = entry_parts(size);
@@ -148,6 +152,36 @@ fn cache_geometry_matches() {
     for class in 0..CACHE_CLASSES {
         assert_eq!(hostcheck::cache(1, class as u64, 0), slab_blocks(class));
         assert_eq!(hostcheck::cache(2, class as u64, 0), slab_objects(class));
+        assert_eq!(
+            hostcheck::cache(14, class as u64, 0),
+            u64::from(slot_log2(class))
+        );
+    }
+    assert_eq!(hostcheck::cache(17, 0, 0), RUN_CLASS as u64);
+    assert_eq!(hostcheck::cache(18, 0, 0), RUN_SPANS_AT as u64);
+    let mut x = 0x0FED_CBA9_8765_4321u64;
+    for size in (0..=CACHED_MAX_BYTES + 70_000)
+        .step_by(997)
+        .chain([CACHED_MAX_BYTES, CACHED_MAX_BYTES + 1])
+    {
+        let class = cache_class(size).unwrap_or(RUN_CLASS);
+        assert_eq!(
+            hostcheck::cache(15, class as u64, size),
+            object_slots(class, size),
+            "slots of {size}"
+        );
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Half the draws around the warp's run-class cap, half far past it.
+        let packed = x % (if x & 1 == 0 { 2 } else { 64 } * CACHED_MAX_BYTES);
+        for arranged in [false, true] {
+            assert_eq!(
+                hostcheck::cache(16, size | u64::from(arranged) << 63, packed) != 0,
+                run_class_serves(arranged, size, packed),
+                "max {size}, packed {packed}, arranged {arranged}"
+            );
+        }
     }
 }
 

@@ -30,12 +30,21 @@ use translator::{CACHE_STAMP_FLAG, Handle, WARP_LANES};
 
 use super::channel::CacheChannel;
 use super::geometry::{
-    BITMAP_WORDS, CACHE_CLASSES, CURSOR_MASK, MIN_OBJECT_LOG2, RING_LEN, SLAB_NUMBER_SHIFT,
-    cache_class, slab_blocks, slab_objects,
+    BITMAP_WORDS, CACHE_CLASSES, CURSOR_MASK, RING_LEN, RUN_CLASS, RUN_SLOT_LOG2, RUN_SPANS_AT,
+    SLAB_NUMBER_SHIFT, cache_class, object_slots, run_class_serves, slab_blocks, slab_objects,
+    slot_log2,
 };
 use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, AtomicU64, spin_wait, yield_now};
+
+/// A free judged in a slab: the object's first slot, the slab's life it was judged in, and
+/// the slots it covers.
+struct Judged {
+    slot: u64,
+    life: u32,
+    slots: u32,
+}
 
 /// What a warp's allocation got from the caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +78,21 @@ pub fn hash_home(block: u64, len: usize) -> usize {
 
 /// Number of device arrays ([`CpuCaches::arrays`]).
 pub const DEVICE_ARRAYS: usize = 13;
+/// The slab lives' array, in [`CpuCaches::arrays`] order.
+pub const LIFE_ARRAY: usize = 8;
+/// The bitmaps' array, in [`CpuCaches::arrays`] order.
+pub const BITS_ARRAY: usize = 9;
+
+/// The word of the bitmaps array holding the span of a run object at slot `slot` of slab `id`.
+pub fn run_span_index(id: u32, slot: u64) -> usize {
+    id as usize * BITMAP_WORDS + RUN_SPANS_AT + slot as usize
+}
+
+/// The slots of the run object that starts at a slot whose span word is `span`, in a slab whose
+/// life is `life` now; `None` when no object starts there in this life.
+pub fn run_slots(life: u32, span: u64) -> Option<u64> {
+    ((span >> 32) as u32 == life && span as u32 != 0).then_some(u64::from(span as u32))
+}
 
 /// Stripes of the free counters (warps add to the stripe of their SM, so no one word is hot).
 pub const COUNTER_STRIPES: usize = 32;
@@ -199,12 +223,14 @@ impl CpuCaches {
     }
 
     /// Serve the lanes of `mask` whose size a cache class holds; the others are left alone.
+    /// Lanes of the run class join only where [`run_class_serves`] says so for `arranged`.
     /// `closed` is asked on every poll while a warp waits for a slab, and says whether the
     /// mailbox closed (the caller decides how often it really reads the flag).
     pub fn alloc(
         &self,
         mask: u32,
         sizes: &[u64; WARP_LANES],
+        arranged: bool,
         closed: &dyn Fn() -> bool,
     ) -> CachedAlloc {
         let mut out = CachedAlloc {
@@ -214,17 +240,38 @@ impl CpuCaches {
         };
         let class_of = |lane: usize| cache_class(sizes[lane]);
         let mut eligible = mask & lane_mask(|l| class_of(l).is_some());
+        let runs = eligible & lane_mask(|l| class_of(l) == Some(RUN_CLASS));
+        if runs != 0 {
+            let max = set_lanes(runs).map(|l| sizes[l]).max().unwrap_or(0);
+            let packed = set_lanes(runs).map(|l| sizes[l].next_multiple_of(16)).sum();
+            if !run_class_serves(arranged, max, packed) {
+                eligible &= !runs;
+            }
+        }
         while eligible != 0 {
             let class = class_of(eligible.trailing_zeros() as usize).expect("eligible lane");
             let group = eligible & lane_mask(|l| class_of(l) == Some(class));
             eligible &= !group;
+            if class == RUN_CLASS {
+                // Each lane alone, as `cache_alloc_run` on the GPU.
+                for lane in set_lanes(group) {
+                    match self.alloc_run(object_slots(class, sizes[lane]), closed) {
+                        Some(handle) => {
+                            out.handles[lane] = handle;
+                            out.served |= 1 << lane;
+                        }
+                        None => out.fallback |= 1 << lane,
+                    }
+                }
+                continue;
+            }
+            let objects = slab_objects(class);
             let mut pending = group;
             loop {
                 let n = u64::from(pending.count_ones());
                 let word = self.class_words[class].fetch_add(n, Ordering::AcqRel);
                 let number = (word >> SLAB_NUMBER_SHIFT) as u32;
                 let cursor = word & CURSOR_MASK;
-                let objects = slab_objects(class);
                 if number > 0 && cursor < objects {
                     let Some(id) = self.slab_of_number(class, number) else {
                         tracing::error!(class, number, "no slab id holds the current slab");
@@ -233,11 +280,11 @@ impl CpuCaches {
                     };
                     let base = self.slab_base[id].load(Ordering::Relaxed);
                     let stamp = self.slab_generation[id].load(Ordering::Relaxed);
-                    let log2 = class as u32 + MIN_OBJECT_LOG2;
                     for (rank, lane) in set_lanes(pending).enumerate() {
                         let slot = cursor + rank as u64;
                         if slot < objects {
-                            out.handles[lane] = Handle::cached(base + (slot << log2), stamp);
+                            out.handles[lane] =
+                                Handle::cached(base + (slot << slot_log2(class)), stamp);
                             pending &= !(1 << lane);
                             out.served |= 1 << lane;
                         }
@@ -253,6 +300,48 @@ impl CpuCaches {
             }
         }
         out
+    }
+
+    /// One lane's run object of `slots` slots, taken with a fetch_add of its own (the twin of
+    /// `cache_alloc_run`); `None` when the host denied the class a slab.
+    fn alloc_run(&self, slots: u64, closed: &dyn Fn() -> bool) -> Option<Handle> {
+        let objects = slab_objects(RUN_CLASS);
+        loop {
+            let word = self.class_words[RUN_CLASS].fetch_add(slots, Ordering::AcqRel);
+            let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+            let slot = word & CURSOR_MASK;
+            if number > 0 && slot < objects {
+                let Some(id) = self.slab_of_number(RUN_CLASS, number) else {
+                    tracing::error!(number, "no slab id holds the run class's current slab");
+                    return None;
+                };
+                if slot + slots <= objects {
+                    let base = self.slab_base[id].load(Ordering::Relaxed);
+                    let stamp = self.slab_generation[id].load(Ordering::Relaxed);
+                    let life = self.slab_life[id].load(Ordering::Relaxed);
+                    self.bits[id * BITMAP_WORDS + RUN_SPANS_AT + slot as usize]
+                        .store(u64::from(life) << 32 | slots, Ordering::Release);
+                    return Some(Handle::cached(base + (slot << RUN_SLOT_LOG2), stamp));
+                }
+                // Its slots cross the slab's end (one lane per slab life): no object will take
+                // the slots left there, so they count as freed now.
+                self.free_slots(id, (objects - slot) as u32);
+            }
+            if let Advance::Denied = self.advance(RUN_CLASS, number, closed) {
+                return None;
+            }
+        }
+    }
+
+    /// Count `slots` of slab `id` freed; the count that reaches zero gives the slab back.
+    fn free_slots(&self, id: usize, slots: u32) {
+        // Slots are counted down only after they were handed out (or left over) in the slab's
+        // current life, so the count cannot be below them.
+        let before = self.slab_live[id].fetch_sub(slots, Ordering::AcqRel);
+        debug_assert!(before >= slots, "slab {id}: {before} live, {slots} freed");
+        if before == slots {
+            self.return_slab(id);
+        }
     }
 
     /// Whether slab id `id` is `class`'s slab number `number` now. The number is read first
@@ -443,6 +532,7 @@ impl CpuCaches {
             lanes: [LaneStatus::Ok; WARP_LANES],
         };
         let mut slabs = [usize::MAX; WARP_LANES];
+        let mut slots = [0u32; WARP_LANES];
         for lane in set_lanes(mask) {
             let (address, stamp) = if by_address {
                 (words[lane], 0)
@@ -469,7 +559,10 @@ impl CpuCaches {
             out.handled |= 1 << lane;
             let outcome = match slab {
                 Some(slab) => match self.judge_free(slab, address, stamp) {
-                    Ok((slot, life)) => self.set_bit(slab, slot, life),
+                    Ok(judged) => {
+                        slots[lane] = judged.slots;
+                        self.set_bit(slab, judged.slot, judged.life)
+                    }
                     Err(status) => status,
                 },
                 None => LaneStatus::DoubleFree,
@@ -479,24 +572,24 @@ impl CpuCaches {
                 slabs[lane] = slab;
             }
         }
-        // One count-down per slab, as the warp-aggregated atomic on the GPU.
+        // One count-down per slab, as the warp-aggregated atomic on the GPU; a run object
+        // counts down alone. These lanes set their bits in the slab's current life, so it is
+        // live until they count down.
         for lane in 0..WARP_LANES {
             let slab = slabs[lane];
             if slab == usize::MAX {
+                continue;
+            }
+            if slots[lane] != 1 {
+                slabs[lane] = usize::MAX;
+                self.free_slots(slab, slots[lane]);
                 continue;
             }
             let same = lane_mask(|l| slabs[l] == slab);
             for l in set_lanes(same) {
                 slabs[l] = usize::MAX;
             }
-            let freed = same.count_ones();
-            // These lanes set their bits in the slab's current life, so it is live until they
-            // count down: the count cannot be below them.
-            let before = self.slab_live[slab].fetch_sub(freed, Ordering::AcqRel);
-            debug_assert!(before >= freed, "slab {slab}: {before} live, {freed} freed");
-            if before == freed {
-                self.return_slab(slab);
-            }
+            self.free_slots(slab, same.count_ones());
         }
         // Stripe 0: CPU warps have no SM; the sums are what the host reads.
         for lane in set_lanes(out.handled) {
@@ -505,9 +598,9 @@ impl CpuCaches {
         out
     }
 
-    /// One lane's object in `slab`, before its bit: its slot and the slab's life it was judged
-    /// in when it may be freed, else its outcome.
-    fn judge_free(&self, slab: usize, address: u64, stamp: u32) -> Result<(u64, u32), LaneStatus> {
+    /// One lane's object in `slab`, before its bit: where it is and the slab's life it was
+    /// judged in when it may be freed, else its outcome.
+    fn judge_free(&self, slab: usize, address: u64, stamp: u32) -> Result<Judged, LaneStatus> {
         // The life first: the fields read below are this life's or a later one's, and the
         // bit is set only in a word of this life.
         let life = self.slab_life[slab].load(Ordering::Acquire);
@@ -520,7 +613,7 @@ impl CpuCaches {
             return Err(LaneStatus::DoubleFree);
         }
         let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
-        let log2 = class as u32 + MIN_OBJECT_LOG2;
+        let log2 = slot_log2(class);
         let offset = address.wrapping_sub(self.slab_base[slab].load(Ordering::Relaxed));
         if offset >> log2 >= slab_objects(class) {
             return Err(LaneStatus::InvalidHandle);
@@ -541,7 +634,22 @@ impl CpuCaches {
                 LaneStatus::InvalidHandle
             });
         }
-        Ok((slot, life))
+        let mut slots = 1;
+        if class == RUN_CLASS {
+            // A run object starts where its span was written in this life; any other slot
+            // handed out lies inside an object (or past the slab's last one).
+            let span = self.bits[slab * BITMAP_WORDS + RUN_SPANS_AT + slot as usize]
+                .load(Ordering::Acquire);
+            if (span >> 32) as u32 != life || span as u32 == 0 {
+                return Err(if stamp == 0 {
+                    LaneStatus::InteriorPointer
+                } else {
+                    LaneStatus::InvalidHandle
+                });
+            }
+            slots = span as u32;
+        }
+        Ok(Judged { slot, life, slots })
     }
 
     /// Set the bit of `slot` in `slab`, judged in life `life`: `Ok`, or `DoubleFree` when the
@@ -623,6 +731,14 @@ impl CpuCaches {
         ]
     }
 
+    /// [`run_slots`] of the object at slot `slot` of slab `id`.
+    pub fn run_object_slots(&self, id: u32, slot: u64) -> Option<u64> {
+        run_slots(
+            self.slab_life[id as usize].load(Ordering::Acquire),
+            self.bits[run_span_index(id, slot)].load(Ordering::Acquire),
+        )
+    }
+
     /// Device frees so far by outcome (`LaneStatus` code), summed over the stripes of
     /// `counters` (the words of the last device array, as [`CpuCaches::arrays`] has them).
     pub fn free_counts(counters: &[u64]) -> [u64; FREE_COUNTERS] {
@@ -666,7 +782,7 @@ mod tests {
 
     use super::*;
     use crate::caches::channel::DENIAL_WITHDRAWN;
-    use crate::caches::geometry::CACHED_MAX_BYTES;
+    use crate::caches::geometry::{CACHED_MAX_BYTES, POWER_CLASSES_MAX_BYTES};
     use crate::caches::{CacheKeeper, SlabSource};
     use ortree::VABLOCK_BYTES;
 
@@ -711,7 +827,9 @@ mod tests {
     ) -> CachedAlloc {
         let mut sizes = [0; WARP_LANES];
         sizes[..lanes].fill(32 << 10);
-        with_host(host, || caches.alloc((1 << lanes) - 1, &sizes, &|| false))
+        with_host(host, || {
+            caches.alloc((1 << lanes) - 1, &sizes, false, &|| false)
+        })
     }
 
     fn free(caches: &CpuCaches, handle: Handle) -> LaneStatus {
@@ -739,7 +857,7 @@ mod tests {
         assert_eq!(free(&caches, old), LaneStatus::Ok);
         let slab = caches.slab_of_block(old.address() >> 21).unwrap();
         let late = caches.judge_free(slab, old.address(), old.free_stamp());
-        let (slot, life) = late.expect("its slab is alive: the bit decides");
+        let judged = late.expect("its slab is alive: the bit decides");
 
         assert_eq!(free(&caches, last), LaneStatus::Ok, "the slab goes back");
         let next = alloc_with_host(&caches, &host, 2);
@@ -751,7 +869,10 @@ mod tests {
         );
         assert_eq!(caches.slab_of_block(old.address() >> 21), Some(slab));
 
-        assert_eq!(caches.set_bit(slab, slot, life), LaneStatus::DoubleFree);
+        assert_eq!(
+            caches.set_bit(slab, judged.slot, judged.life),
+            LaneStatus::DoubleFree
+        );
         assert_eq!(free(&caches, next.handles[0]), LaneStatus::Ok);
         assert_eq!(free(&caches, next.handles[1]), LaneStatus::Ok);
         caches.drain();
@@ -825,7 +946,7 @@ mod tests {
         fn give_slab(&mut self, _base: u64) {}
     }
 
-    const LARGEST: usize = CACHE_CLASSES - 1;
+    const LARGEST: usize = RUN_CLASS - 1;
 
     /// Run `work` with the host tending `keeper` on another thread meanwhile.
     fn with_host<S: SlabSource + Send, T>(
@@ -846,9 +967,14 @@ mod tests {
         })
     }
 
-    /// One warp of 32 lanes asking objects of the largest class.
+    /// One warp of 32 lanes asking objects of the largest power-of-two class.
     fn full_warp(caches: &CpuCaches) -> CachedAlloc {
-        caches.alloc(u32::MAX, &[CACHED_MAX_BYTES; WARP_LANES], &|| false)
+        caches.alloc(
+            u32::MAX,
+            &[POWER_CLASSES_MAX_BYTES; WARP_LANES],
+            false,
+            &|| false,
+        )
     }
 
     /// A warp that took objects of slab number `n` and reads the class's ring only after the
@@ -972,5 +1098,152 @@ mod tests {
             );
         });
         assert_eq!(caches.channel.demand(LARGEST), asked + 1);
+    }
+
+    fn free_words(caches: &CpuCaches, words: &[u64; WARP_LANES], by_address: bool) -> CachedFree {
+        let mask = lane_mask(|l| words[l] != 0);
+        caches.free(mask, words, by_address)
+    }
+
+    /// Run-class objects of a warp whose lanes ask different sizes: each takes its size rounded
+    /// up to whole slots, side by side in lane order, none overlapping; a free at a slot inside
+    /// an object is an interior pointer, a second one a double free; once every object is freed
+    /// (the slots past the last one count as freed when the slab is drained) the slab goes back.
+    #[test]
+    fn run_objects_take_their_sizes_in_whole_slots_and_free_by_handle_and_by_address() {
+        let one_slab = slab_blocks(RUN_CLASS) * VABLOCK_BYTES;
+        let (caches, host) = caches_and_host(1, 64, one_slab, OneSlab { held: false });
+        let slot = 1u64 << RUN_SLOT_LOG2;
+        let mut sizes = [0; WARP_LANES];
+        for (lane, size) in sizes.iter_mut().enumerate() {
+            // 3 MiB in lane 1, and the warp within the run class's 4 MiB a warp.
+            *size = match lane % 4 {
+                0 => POWER_CLASSES_MAX_BYTES + 1,
+                1 if lane == 1 => 3 << 20,
+                1 => 40_000,
+                2 => 0,
+                _ => 50_000 + lane as u64,
+            };
+        }
+        let got = with_host(&host, || caches.alloc(u32::MAX, &sizes, false, &|| false));
+        let asked = lane_mask(|l| sizes[l] != 0);
+        assert_eq!(got.served, asked);
+        let mut at = BASE;
+        for lane in set_lanes(asked) {
+            let h = got.handles[lane];
+            assert_eq!(h.address(), at, "lane {lane} right after the one before");
+            at += sizes[lane].next_multiple_of(slot);
+        }
+        assert!(at <= BASE + one_slab);
+        // Inside lane 1's 3 MiB object, on a slot: interior, by address and by handle.
+        let inside = got.handles[1].address() + 7 * slot;
+        let mut words = [0; WARP_LANES];
+        words[0] = inside;
+        assert_eq!(
+            free_words(&caches, &words, true).lanes[0],
+            LaneStatus::InteriorPointer
+        );
+        words[0] = Handle::cached(inside, got.handles[1].free_stamp()).0;
+        assert_eq!(
+            free_words(&caches, &words, false).lanes[0],
+            LaneStatus::InvalidHandle
+        );
+        // Half by handle, half by address, then each again.
+        let mut by_handle = [0; WARP_LANES];
+        let mut by_address = [0; WARP_LANES];
+        for lane in set_lanes(asked) {
+            if lane % 2 == 0 {
+                by_handle[lane] = got.handles[lane].0;
+            } else {
+                by_address[lane] = got.handles[lane].address();
+            }
+        }
+        for (words, address) in [(&by_handle, false), (&by_address, true)] {
+            let out = free_words(&caches, words, address);
+            for lane in set_lanes(out.handled) {
+                assert_eq!(out.lanes[lane], LaneStatus::Ok, "lane {lane}");
+            }
+        }
+        assert!(
+            caches.slab_of_block(BASE >> 21).is_some(),
+            "slots never handed out"
+        );
+        for (words, address) in [(&by_handle, false), (&by_address, true)] {
+            let out = free_words(&caches, words, address);
+            for lane in set_lanes(out.handled) {
+                assert_eq!(out.lanes[lane], LaneStatus::DoubleFree, "lane {lane}");
+            }
+        }
+        caches.drain();
+        assert!(caches.slab_of_block(BASE >> 21).is_none(), "given back");
+        let (keeper, source) = &mut *host.lock();
+        keeper.reclaim(source);
+        assert_eq!(keeper.held_bytes(), 0);
+        assert!(!source.held);
+    }
+
+    /// The lane whose slots would cross a slab's end takes its object from the next slab, and
+    /// the slots it left count as freed: the first slab goes back when its objects are freed,
+    /// without a drain.
+    #[test]
+    fn the_slots_a_lane_leaves_at_a_slabs_end_count_as_freed() {
+        let (caches, host) = caches_and_host(8, 4096, 1 << 40, Bump { next: BASE });
+        let slots = slab_objects(RUN_CLASS);
+        let largest = object_slots(RUN_CLASS, CACHED_MAX_BYTES);
+        let one = |size: u64| {
+            let mut sizes = [0; WARP_LANES];
+            sizes[0] = size;
+            let got = with_host(&host, || caches.alloc(1, &sizes, false, &|| false));
+            assert_eq!(got.served, 1);
+            got.handles[0]
+        };
+        // One warp of 1 MiB, then warps of 4 MiB: those that fit, then one that crosses.
+        let first = one(1 << 20);
+        assert_eq!(first.address(), BASE);
+        let mut used = object_slots(RUN_CLASS, 1 << 20);
+        let mut handles = vec![first];
+        while used + largest <= slots {
+            handles.push(one(CACHED_MAX_BYTES));
+            used += largest;
+        }
+        assert!(used < slots, "the crossing lane leaves slots");
+        let crossing = one(CACHED_MAX_BYTES);
+        let second = BASE + slab_blocks(RUN_CLASS) * VABLOCK_BYTES;
+        assert_eq!(
+            crossing.address(),
+            second,
+            "the crossing lane, in the next slab"
+        );
+        // Free the first slab's objects: with the slots left at its end counted freed, it goes
+        // back without a drain.
+        for handle in handles {
+            let mut words = [0; WARP_LANES];
+            words[0] = handle.0;
+            assert_eq!(free_words(&caches, &words, false).lanes[0], LaneStatus::Ok);
+        }
+        assert!(
+            caches.slab_of_block(BASE >> 21).is_none(),
+            "the crossed slab went back"
+        );
+        assert!(caches.slab_of_block(second >> 21).is_some());
+    }
+
+    /// Arranged warps keep the host's arranged layout where their lanes over 32 KiB ask alike
+    /// (the run class leaves them to the host), and take run objects where the host would pack
+    /// them; contiguous warps always take run objects.
+    #[test]
+    fn the_run_class_leaves_alike_arranged_warps_to_the_host() {
+        let (caches, host) = caches_and_host(8, 4096, 1 << 40, Bump { next: BASE });
+        let alike = [64 << 10; WARP_LANES];
+        let out = with_host(&host, || caches.alloc(u32::MAX, &alike, true, &|| false));
+        assert_eq!((out.served, out.fallback), (0, 0));
+        let out = with_host(&host, || caches.alloc(u32::MAX, &alike, false, &|| false));
+        assert_eq!(out.served, u32::MAX);
+        let mut apart = [0; WARP_LANES];
+        apart[3] = 3 << 20;
+        apart[9] = 40 << 10;
+        apart[10] = 100;
+        let out = with_host(&host, || caches.alloc(u32::MAX, &apart, true, &|| false));
+        assert_eq!(out.served, 1 << 3 | 1 << 9 | 1 << 10);
     }
 }

@@ -1,6 +1,8 @@
 //! The host side of the caches, run by the service thread on every sweep: read the slabs the
 //! device gave back and return their blocks, then keep each class that the device has used
-//! `DEPTH` slabs ahead of its consumption, within the bound on blocks held. A class whose ask was
+//! [`depth`] slabs ahead of its consumption, within the bound on blocks held; a slab ahead of
+//! need leaves the bound's last longest slab (32 MiB) free, so a class that asks is not denied for
+//! slabs other classes have not taken yet. A class whose ask was
 //! denied stops asking (the device reads the standing denial) until the host publishes the slab
 //! it lacks, which it does as soon as one fits, or drains the caches; either withdraws the
 //! denial.
@@ -18,12 +20,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::channel::{CacheChannel, entry_word};
-use super::geometry::{CACHE_CLASSES, RING_LEN, class_bytes, slab_blocks};
+use super::geometry::{CACHE_CLASSES, MAX_SLAB_BLOCKS, RING_LEN, class_bytes, slab_blocks};
 use ortree::VABLOCK_BYTES;
 use translator::CACHE_GENERATIONS;
 
-/// Slabs published ahead of the device's consumption, per class in use.
+/// Slabs published ahead of the device's consumption, per class in use whose slab is shorter
+/// than [`MAX_SLAB_BLOCKS`].
 pub const DEPTH: u32 = 2;
+
+/// Slabs published ahead for `class`: [`DEPTH`], or one for the longest slabs (32 MiB), which
+/// the device takes less often and whose second one would be held idle for a whole slab's worth
+/// of objects.
+pub fn depth(class: usize) -> u32 {
+    if slab_blocks(class) >= MAX_SLAB_BLOCKS {
+        1
+    } else {
+        DEPTH
+    }
+}
 
 /// Where slabs come from: the resolver (a slab is a live chunk of whole VABlocks for as long as
 /// the caches hold it), or a model in tests.
@@ -143,6 +157,16 @@ impl CacheKeeper {
         self.held_blocks * VABLOCK_BYTES
     }
 
+    /// The id and cache generation of the held slab that starts at `base`.
+    pub fn slab_at(&self, base: u64) -> Option<(u32, u32)> {
+        let id = self
+            .slabs
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.base == base))?;
+        let generation = *self.block_generations.get(&(base / VABLOCK_BYTES))?;
+        Some((id as u32, generation))
+    }
+
     /// The most bytes the caches may hold.
     pub fn bound_bytes(&self) -> u64 {
         self.max_blocks * VABLOCK_BYTES
@@ -171,7 +195,7 @@ impl CacheKeeper {
         let asked = ask != self.asks_seen[class];
         self.asks_seen[class] = ask;
         let ahead = if taken > self.quiet_at[class] {
-            taken + DEPTH
+            taken + depth(class)
         } else {
             0 // not used since it was drained (or ever): nothing ahead of need
         };
@@ -186,7 +210,11 @@ impl CacheKeeper {
         let mut moved = 0;
         while self.filled[class] < target {
             let index = self.filled[class];
-            match self.place(class, source) {
+            // A slab ahead of need leaves the bound's last longest slab free, so a class that
+            // asks finds room even while others hold slabs they have not taken yet.
+            let ahead_of_need = !(needed > 0 && index == taken);
+            let reserve = if ahead_of_need { MAX_SLAB_BLOCKS } else { 0 };
+            match self.place(class, reserve, source) {
                 Ok((base, id)) => {
                     let Some(generation) = self.stamp(base, slab_blocks(class)) else {
                         self.retire(id);
@@ -256,11 +284,16 @@ impl CacheKeeper {
         );
     }
 
-    /// A slab of `class` within the bound: its base and id; else whether the bound refused it
-    /// (`false`: no room in the arena, or no slab id free).
-    fn place(&mut self, class: usize, source: &mut impl SlabSource) -> Result<(u64, u32), bool> {
+    /// A slab of `class` within the bound, `reserve` blocks of it left free: its base and id;
+    /// else whether the bound refused it (`false`: no room in the arena, or no slab id free).
+    fn place(
+        &mut self,
+        class: usize,
+        reserve: u64,
+        source: &mut impl SlabSource,
+    ) -> Result<(u64, u32), bool> {
         let blocks = slab_blocks(class);
-        if self.held_blocks + blocks > self.max_blocks {
+        if self.held_blocks + blocks + reserve > self.max_blocks {
             return Err(true);
         }
         let id = self.free_ids.pop().ok_or(false)?;
@@ -521,7 +554,7 @@ mod tests {
                     .tend(&mut *self.source.borrow_mut());
                 false
             };
-            let got = self.caches.alloc(u32::MAX, &[size; 32], &host_turn);
+            let got = self.caches.alloc(u32::MAX, &[size; 32], false, &host_turn);
             assert_eq!(got.served, u32::MAX);
             got.handles
         }
@@ -625,6 +658,36 @@ mod tests {
         }
     }
 
+    /// Slabs ahead of need leave the bound's last longest slab free: a class that asks for its
+    /// first slab of 32 MiB gets it while a busy small class holds what it has not taken yet.
+    #[test]
+    fn slabs_ahead_of_need_leave_room_for_a_slab_asked_for() {
+        let largest = slab_blocks(11);
+        assert_eq!(largest, MAX_SLAB_BLOCKS);
+        let channel = Arc::new(CacheChannel::new(8));
+        let mut keeper = CacheKeeper::new(channel.clone(), (largest + 2) * VABLOCK_BYTES);
+        let mut source = Blocks::new(64);
+        // Class 0 (one block a slab) asks, takes its slab and asks again: one slab is needed,
+        // and of the `depth(0)` ahead of it only those that leave `largest` blocks free.
+        channel.post_demand(0, 1);
+        keeper.tend(&mut source);
+        channel.post_taken(0, 1);
+        keeper.tend(&mut source);
+        assert_eq!(
+            channel.filled(0),
+            2,
+            "one ahead: a second would eat into the reserve"
+        );
+        assert!(depth(0) > 1);
+        // Class 11 asks for its first slab: it fits in the blocks left.
+        channel.post_demand(11, 1);
+        keeper.tend(&mut source);
+        assert_eq!(channel.filled(11), 1);
+        assert_eq!(keeper.stats().snapshot().denials, 0);
+        assert_eq!(keeper.held_bytes(), (largest + 2) * VABLOCK_BYTES);
+        keeper.check().unwrap();
+    }
+
     /// A block whose cache generations are used up is retired: the slab placed on it is kept
     /// outside the bound and the class gets a slab elsewhere; the block is never offered again.
     #[test]
@@ -657,7 +720,7 @@ mod tests {
     }
 
     /// The host's turn, then what it must have done: answered every ask, published at most
-    /// `DEPTH` ahead, and nothing ahead for a class unused since the last drain.
+    /// [`depth`] ahead, and nothing ahead for a class unused since the last drain.
     fn tend_and_check(
         keeper: &mut CacheKeeper,
         source: &mut Blocks,
@@ -681,7 +744,7 @@ mod tests {
         prop_assert_eq!(keeper.stats().snapshot().denials, denials + denied);
         for (class, &used) in used_since_drain.iter().enumerate() {
             let ahead = channel.filled(class) - device.taken[class];
-            prop_assert!(ahead <= DEPTH, "class {} {} ahead", class, ahead);
+            prop_assert!(ahead <= depth(class), "class {} {} ahead", class, ahead);
             if !used {
                 prop_assert!(ahead <= 1, "class {} filled unused", class);
             }
@@ -693,7 +756,7 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
         /// The keeper against a model of the device and of the resolver: it never holds more
-        /// than its bound, never publishes more than `DEPTH` ahead, answers every ask with a
+        /// than its bound, never publishes more than [`depth`] ahead, answers every ask with a
         /// slab or a denial on its next turn, publishes nothing for a class the device has not
         /// used since the last drain, gives each returned or reclaimed slab back once, and
         /// holds exactly the blocks of the slabs published or on the device.

@@ -1,5 +1,5 @@
 //! Device caches: memory the host has already placed, handed to the GPU ahead of demand, from
-//! which warps take small objects (up to 32 KiB) with one atomic and to which they free them,
+//! which warps take objects of up to 4 MiB with one atomic and to which they free them,
 //! without a round trip to the service thread. docs/caches.md has the design and the figures.
 //!
 //! - [`geometry`]: the cache classes and slab sizes (twin of `detail/cache.cuh`'s constants).
@@ -15,7 +15,10 @@
 //!    `RING_LEN` unconsumed, and starts only once the device took a slab (or asked for one)
 //!    since the caches were last drained.
 //! 2. device: warps take objects from the current slab with one `fetch_add` on the class word
-//!    (slab number in the high bits, cursor in the low ones). The warp that finds the slab used
+//!    (slab number in the high bits, cursor in the low ones), side by side in lane order; in the
+//!    run class each lane takes as many slots as its size needs with a `fetch_add` of its own,
+//!    and the one lane whose slots would cross the slab's end (at most one per slab) counts the
+//!    slots left there as freed before it moves on. The warp that finds the slab used
 //!    up takes the class lock and moves the class to the next slab: if `filled[c]` shows it, it
 //!    sets the slab's state, maps its blocks in the block table, publishes the class word and
 //!    writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
@@ -25,7 +28,7 @@
 //!    host publishes the slab as soon as one fits and then withdraws the denial (a value no ask
 //!    has), and withdraws it when it drains the caches.
 //! 3. device: a free sets the object's bit in its slab's bitmap (a bit already set is a double
-//!    free) and counts the slab's live objects down; the free that reaches 0 unmaps the slab,
+//!    free) and counts the slab's live slots down by the object's; the free that reaches 0 unmaps the slab,
 //!    clears its bitmap and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its
 //!    lap so the host tells new entries from old).
 //! 4. host: reads returned slabs in order and gives their blocks back to the resolver.
@@ -42,11 +45,12 @@ pub mod keeper;
 
 pub use channel::CacheChannel;
 pub use device::{
-    COUNTER_STRIPES, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, FREE_COUNTERS,
-    device_array_lens, hash_len,
+    BITS_ARRAY, COUNTER_STRIPES, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray,
+    FREE_COUNTERS, LIFE_ARRAY, device_array_lens, hash_len, run_slots, run_span_index,
 };
 pub use geometry::{
-    BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, RING_LEN, cache_class,
-    class_bytes, slab_blocks, slab_objects,
+    BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, POWER_CLASSES_MAX_BYTES,
+    RING_LEN, RUN_CLASS, RUN_SLOT_LOG2, RUN_SPANS_AT, cache_class, class_bytes, object_slots,
+    run_class_serves, slab_blocks, slab_objects, slot_log2,
 };
 pub use keeper::{CacheKeeper, CacheStats, CacheStatsSnapshot, SlabSource};

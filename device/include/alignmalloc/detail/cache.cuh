@@ -1,15 +1,17 @@
-// alignmalloc device caches: small objects (up to 32 KiB) allocated and freed on the device.
+// alignmalloc device caches: objects of up to 4 MiB allocated and freed on the device.
 //
 // The CUDA twin of `orchestrator::caches::device` (the CPU warps' side, which CI runs); the
 // protocol is in `orchestrator/src/caches/mod.rs` and docs/caches.md. In short: per class, the
 // lanes asking it take their objects from the current slab with one fetch_add on the class word
-// (slab number << 32 | cursor), side by side in lane order. The warp that finds the slab used up
+// (slab number << 32 | cursor), side by side in lane order; in the run class each lane takes the
+// slots its size needs with a fetch_add of its own, and the one lane whose slots would cross the
+// slab's end counts the slots left there as freed. The warp that finds the slab used up
 // takes the class lock and moves the class to the next slab the host published (it asks once
 // with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
 // through the mailbox instead, and so do the class's next lanes, without asking, until the host
 // publishes a slab or withdraws the denial. A free finds the slab of its address in the block
 // table, sets the object's bit in the slab's bitmap (a bit already set is a double free) and
-// counts the slab's live objects down, one atomic per slab and warp; the free that reaches zero
+// counts the slab's live slots down by the object's, one atomic per slab and warp; the free that reaches zero
 // unmaps the slab and posts it to the host's returns ring, its bitmap left all set. Each bitmap
 // word carries the slab's life (cleared with the new life when the slab becomes current again),
 // and a free's atomic OR returns it with the bit: a late second free is refused in any later
@@ -212,27 +214,94 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
   }
 }
 
-// The lanes of `mask` (all asking a cache class; `cls` is this lane's) allocate together.
-// true: *handle is this lane's object; false: the host denied its class a slab, ask the host.
+__device__ inline void cache_return_slab(const DeviceCaches& c, u32 id);
+
+// Count `slots` of slab `id` freed; the count that reaches zero gives the slab back.
+__device__ inline void cache_free_slots(const DeviceCaches& c, u32 id, u32 slots) {
+  if (device_atomic<u32>(c.slab_live[id]).fetch_sub(slots, cuda::memory_order_acq_rel) == slots) {
+    cache_return_slab(c, id);
+  }
+}
+
+// One lane of the run class: its `slots` slots with a fetch_add of its own. Run lanes take no
+// part in their warp's shuffles: a warp-wide prefix sum among them while other lanes of the warp
+// shuffle among their own class made the shuffles pair with the wrong instructions on the GPU
+// (the soak lost frees), and objects this large gain little from one atomic per warp. true:
+// *handle is its object; false: the host denied the class a slab, ask the host.
+__device__ inline bool cache_alloc_run(const DeviceCaches& c, const u32* closed, u32 slots,
+                                       u64* handle) {
+  const u32 cls = kCacheRunClass;
+  const u64 objects = cache_slab_objects(cls);
+  for (;;) {
+    const u64 word =
+        device_atomic<u64>(c.class_words[cls]).fetch_add(slots, cuda::memory_order_acq_rel);
+    const u32 number = (u32)(word >> kSlabNumberShift);
+    const u64 slot = word & kCursorMask;
+    if (number != 0 && slot < objects) {
+      const int found = cache_slab_of_number(c, cls, number);
+      if (found < 0) return false;  // cannot happen (see cache_slab_of_number): ask the host
+      const u32 id = (u32)found;
+      if (slot + slots <= objects) {
+        const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+        const u32 stamp = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+        const u32 life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_relaxed);
+        device_atomic<u64>(c.bits[(u64)id * kCacheBitmapWords + kCacheRunSpansAt + slot])
+            .store((u64)life << 32 | slots, cuda::memory_order_release);
+        *handle = handle_cached(base + (slot << kCacheRunSlotLog2), stamp);
+        return true;
+      }
+      // Its slots cross the slab's end (one lane per slab life): no object will take the slots
+      // left there, so they count as freed now.
+      cache_free_slots(c, id, (u32)(objects - slot));
+    }
+    if (!cache_advance(c, closed, cls, number)) return false;
+  }
+}
+
+// The lanes of `mask` (all asking a cache class; `cls` is this lane's, `slots` the slots its
+// object takes) allocate together: each class's lanes with one atomic, side by side. When some
+// lane asks the run class, every lane of `mask` first takes part in one round of shuffles that
+// sums each class's slots below it (the same instructions in every lane: shuffles among one
+// class's lanes alone, while other lanes shuffle among theirs, paired with the wrong
+// instructions on the GPU and the soak lost frees). Run lanes left over when their slab runs out
+// go on alone (cache_alloc_run). true: *handle is this lane's object; false: the host denied its
+// class a slab, ask the host.
 __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32 mask, u32 cls,
-                                   u64* handle) {
+                                   u32 slots, u64* handle) {
   const u32 lane = lane_id();
   u32 pending = cache_match(mask, cls);
+  u64 below = __popc(pending & ((1u << lane) - 1u));
+  u64 total = __popc(pending);
+  if (cache_ballot(mask, cls == kCacheRunClass) != 0) {
+    below = 0;
+    total = 0;
+    for (u32 m = mask; m != 0; m &= m - 1) {
+      const u32 source = __ffs(m) - 1;
+      const u32 their_class = shfl32(mask, cls, source);
+      const u64 theirs = shfl64(mask, slots, source);
+      if (their_class == cls) {
+        total += theirs;
+        if (source < lane) below += theirs;
+      }
+    }
+  }
+  const bool run = cls == kCacheRunClass;
   const u64 objects = cache_slab_objects(cls);
-  const u32 log2 = cls + kCacheMinObjectLog2;
+  const u32 log2 = cache_slot_log2(cls);
   for (;;) {
     const u32 leader = __ffs(pending) - 1;
-    u64 word = 0, base = 0, stamp = 0;
+    u64 word = 0, base = 0, stamp = 0, place = 0;
     u32 lost = 0;
     if (lane == leader) {
-      word = device_atomic<u64>(c.class_words[cls])
-                 .fetch_add((u64)__popc(pending), cuda::memory_order_acq_rel);
+      word = device_atomic<u64>(c.class_words[cls]).fetch_add(total, cuda::memory_order_acq_rel);
       const u32 number = (u32)(word >> kSlabNumberShift);
       if (number != 0 && (word & kCursorMask) < objects) {
         const int id = cache_slab_of_number(c, cls, number);
         if (id >= 0) {
           base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
           stamp = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
+          const u32 life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_relaxed);
+          place = (u64)life << 32 | (u32)id;
         } else {
           lost = 1;  // cannot happen (see cache_slab_of_number): the lanes ask the host
         }
@@ -242,15 +311,29 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     word = shfl64(pending, word, leader);
     base = shfl64(pending, base, leader);
     stamp = shfl64(pending, stamp, leader);
+    place = shfl64(pending, place, leader);
     const u32 number = (u32)(word >> kSlabNumberShift);
-    const u64 slot = (word & kCursorMask) + __popc(pending & ((1u << lane) - 1u));
-    const bool got = number != 0 && slot < objects;
+    const u64 slot = (word & kCursorMask) + below;
+    const bool got = number != 0 && slot + slots <= objects;
+    const u32 id = (u32)place;
+    if (run && number != 0 && slot < objects && !got) {
+      // This lane's slots cross the slab's end (one lane per slab life): no object will take
+      // the slots left there, so they count as freed now.
+      cache_free_slots(c, id, (u32)(objects - slot));
+    }
     const u32 served = cache_ballot(pending, got);
     if (got) {
+      if (run) {
+        device_atomic<u64>(c.bits[(u64)id * kCacheBitmapWords + kCacheRunSpansAt + slot])
+            .store((place >> 32) << 32 | slots, cuda::memory_order_release);
+      }
       *handle = handle_cached(base + (slot << log2), (u32)stamp);
       return true;
     }
+    if (run) return cache_alloc_run(c, closed, slots, handle);
     pending &= ~served;
+    below = __popc(pending & ((1u << lane) - 1u));
+    total = __popc(pending);
     const u32 next = __ffs(pending) - 1;
     u32 moved = 0;
     if (lane == next) moved = cache_advance(c, closed, cls, number);
@@ -272,10 +355,11 @@ __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
   system_atomic<u64>(c.returns[i % c.max_slabs]).store(lap << 32 | id, cuda::memory_order_release);
 }
 
-// One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot and
-// the slab's life it was judged in; any other LaneStatus is the lane's outcome.
+// One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot,
+// the slab's life it was judged in and the slots it covers; any other LaneStatus is the lane's
+// outcome.
 __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 address, u32 stamp,
-                                       u64* slot, u32* life) {
+                                       u64* slot, u32* life, u32* slots) {
   // The life first: the fields read below are this life's or a later one's, and the bit is set
   // only in a word of this life.
   *life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_acquire);
@@ -285,7 +369,7 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 addres
   const u32 current = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
   if (stamp != 0 && stamp != current) return kLaneDoubleFree;
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
-  const u32 log2 = cls + kCacheMinObjectLog2;
+  const u32 log2 = cache_slot_log2(cls);
   const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
   if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
   if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
@@ -297,6 +381,18 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 addres
     // Not handed out in this life: a pointer (no stamp) can only be of an earlier life of the
     // blocks, a second free; a handle of this life was made up.
     return stamp == 0 ? (u32)kLaneDoubleFree : (u32)kLaneInvalidHandle;
+  }
+  *slots = 1;
+  if (cls == kCacheRunClass) {
+    // A run object starts where its span was written in this life; any other slot handed out
+    // lies inside an object (or past the slab's last one).
+    const u64 span =
+        device_atomic<u64>(c.bits[(u64)id * kCacheBitmapWords + kCacheRunSpansAt + *slot])
+            .load(cuda::memory_order_acquire);
+    if ((u32)(span >> 32) != *life || (u32)span == 0) {
+      return stamp == 0 ? (u32)kLaneInteriorPointer : (u32)kLaneInvalidHandle;
+    }
+    *slots = (u32)span;
   }
   return kLaneOk;
 }
@@ -328,8 +424,8 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   const bool stale = slab < 0 && address != 0 && stamp >= kCacheStampFlag;
   const bool mine = slab >= 0 || stale;
   u64 slot = 0;
-  u32 life = 0;
-  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, stamp, &slot, &life)
+  u32 life = 0, slots = 0;
+  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, stamp, &slot, &life, &slots)
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
@@ -337,12 +433,13 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   if (ok) {
     // These lanes set their bits in the slab's current life, so it stays live until they
     // count down; the one that reaches zero gives it back.
+    // A power-of-two class counts down once for its lanes of the slab; a run object (which
+    // may span many slots) alone, without shuffles (see cache_alloc_run).
     const u32 same = cache_match(ok_mask, (u32)slab);
-    const u32 leader = __ffs(same) - 1;
-    const u32 n = __popc(same);
-    if (lane_id() == leader &&
-        device_atomic<u32>(c.slab_live[slab]).fetch_sub(n, cuda::memory_order_acq_rel) == n) {
-      cache_return_slab(c, (u32)slab);
+    if (slots != 1) {
+      cache_free_slots(c, (u32)slab, slots);
+    } else if (lane_id() == (u32)(__ffs(same) - 1)) {
+      cache_free_slots(c, (u32)slab, (u32)__popc(same));
     }
   }
   const u32 freed_mask = cache_ballot(mask, ok);

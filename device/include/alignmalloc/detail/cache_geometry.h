@@ -1,9 +1,12 @@
 // alignmalloc device caches: classes and slab geometry.
 //
 // The C++ twin of `orchestrator::caches::geometry` and of the block-table hash of
-// `orchestrator::caches::device`; `device/hostcheck` holds them equal. Class c holds objects of
-// 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, at least 4096
-// objects, at most 16 blocks. Pure integer arithmetic: compiles under nvcc, NVRTC and host C++.
+// `orchestrator::caches::device`; `device/hostcheck` holds them equal. Classes 0..11 hold
+// objects of 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, at least
+// 4096 objects, at most 16 blocks. Class 12, the run class, serves 32 KiB + 1 B .. 4 MiB: its
+// slab (16 blocks) is 2048 slots of 16 KiB, a lane takes ceil(size / 16 KiB) consecutive ones,
+// and each object's span (slots, tagged with the slab's life) is kept in the slab's bitmap words
+// from kCacheRunSpansAt on. Pure integer arithmetic: compiles under nvcc, NVRTC and host C++.
 #ifndef ALIGNMALLOC_CACHE_GEOMETRY_H
 #define ALIGNMALLOC_CACHE_GEOMETRY_H
 
@@ -11,9 +14,15 @@
 
 namespace am {
 
-constexpr u32 kCacheClasses = 12;
+constexpr u32 kCacheClasses = 13;
+constexpr u32 kCacheRunClass = kCacheClasses - 1;
 constexpr u32 kCacheMinObjectLog2 = 4;
-constexpr u64 kCachedMaxBytes = 16ull << (kCacheClasses - 1);
+constexpr u64 kCachePowerClassesMaxBytes = 16ull << (kCacheRunClass - 1);
+constexpr u32 kCacheRunSlotLog2 = 14;
+constexpr u64 kCachedMaxBytes = 4ull << 20;
+constexpr u64 kCacheRunWarpMaxBytes = 4ull << 20;
+constexpr u64 kCacheRunSlabBlocks = 16;
+constexpr u32 kCacheRunSpansAt = 64;
 constexpr u64 kCacheSlabObjects = 4096;
 constexpr u64 kCacheMaxSlabBlocks = 16;
 constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) / 32);
@@ -40,16 +49,41 @@ AM_HD u32 cache_clz64(u64 x) {
 #endif
 }
 
-// The class serving a lane that asks `size` bytes; kCacheClasses for 0 and sizes over 32 KiB.
+// The class serving a lane that asks `size` bytes; kCacheClasses for 0 and sizes over 4 MiB.
 AM_HD u32 cache_class(u64 size) {
   if (size == 0 || size > kCachedMaxBytes) return kCacheClasses;
+  if (size > kCachePowerClassesMaxBytes) return kCacheRunClass;
   if (size <= (1ull << kCacheMinObjectLog2)) return 0;
   return 64u - cache_clz64(size - 1) - kCacheMinObjectLog2;  // ceil(log2(size)) - 4
 }
 
-AM_HD u64 cache_class_bytes(u32 cls) { return 1ull << (cls + kCacheMinObjectLog2); }
+// log2 of one slot of class `cls`: its object size, or the run class's slot.
+AM_HD u32 cache_slot_log2(u32 cls) {
+  return cls == kCacheRunClass ? kCacheRunSlotLog2 : cls + kCacheMinObjectLog2;
+}
+
+AM_HD u64 cache_class_bytes(u32 cls) { return 1ull << cache_slot_log2(cls); }
+
+// Slots an object of `size` bytes takes in class `cls` (1 outside the run class).
+AM_HD u64 cache_object_slots(u32 cls, u64 size) {
+  if (cls != kCacheRunClass) return 1;
+  return (size + (1ull << kCacheRunSlotLog2) - 1) >> kCacheRunSlotLog2;
+}
+
+// Whether the run class serves the lanes of a warp over 32 KiB whose largest asks `max` and
+// whose sizes, rounded to 16 B, sum to `packed`: only while `packed` is at most
+// kCacheRunWarpMaxBytes (a warp asking more gets one chunk from the host in one round trip, where
+// the run class would wait for a slab per 32 MiB); then always for contiguous objects, and for
+// arranged ones only where the host would pack them (32 lanes of `max` rounded to 64 KiB over
+// kArrangedMaxExpansion times `packed`), so warps whose lanes ask alike stay arranged.
+AM_HD bool cache_run_class_serves(bool arranged, u64 max, u64 packed) {
+  if (packed > kCacheRunWarpMaxBytes) return false;
+  const u64 span = (max + (kLeafBytes - 1)) & ~(kLeafBytes - 1);
+  return !arranged || (u64)kWarpLanes * span > kArrangedMaxExpansion * packed;
+}
 
 AM_HD u64 cache_slab_blocks(u32 cls) {
+  if (cls == kCacheRunClass) return kCacheRunSlabBlocks;
   const u64 blocks = kCacheSlabObjects * cache_class_bytes(cls) / kVablockBytes;
   return blocks < 1 ? 1 : (blocks > kCacheMaxSlabBlocks ? kCacheMaxSlabBlocks : blocks);
 }

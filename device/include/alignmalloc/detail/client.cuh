@@ -198,15 +198,33 @@ __device__ inline Reply call(const DeviceMailbox& mb, u32 op, u64 word, bool wai
 __device__ inline u64 alloc(const DeviceMailbox& mb, u64 size, u32 op, u32* status) {
   if (mb.caches.classes != 0) {
     // With caches, a lane asking 0 takes no part, and sizes a cache class holds are served on
-    // the device; only the others, and lanes whose class the host denied a slab, ask the host.
+    // the device (run-class sizes where cache_run_class_serves says so); only the others, and
+    // lanes whose class the host denied a slab, ask the host.
     if (size == 0) {
       if (status) *status = kStatusOk;
       return 0;
     }
-    const u32 cls = cache_class(size);
+    u32 cls = cache_class(size);
+    const u32 active = __activemask();
+    if (cache_ballot(active, cls == kCacheRunClass) != 0) {
+      // The run class takes its lanes unless they would keep an arranged layout at the host.
+      // Every active lane takes part in these shuffles (the run lanes' sizes, 0 from the
+      // others), so no shuffle pairs with another group's (see cache_alloc_run).
+      const u64 mine = cls == kCacheRunClass ? size : 0;
+      u64 packed = 0, max = 0;
+      for (u32 m = active; m != 0; m &= m - 1) {
+        const u64 theirs = shfl64(active, mine, __ffs(m) - 1);
+        packed += round16(theirs);
+        if (theirs > max) max = theirs;
+      }
+      if (cls == kCacheRunClass && !cache_run_class_serves(op == kOpAlloc, max, packed)) {
+        cls = kCacheClasses;
+      }
+    }
     if (cls < kCacheClasses) {
       u64 h = 0;
-      if (cache_alloc(mb.caches, mb.closed, __activemask(), cls, &h)) {
+      if (cache_alloc(mb.caches, mb.closed, __activemask(), cls,
+                      (u32)cache_object_slots(cls, size), &h)) {
         if (status) *status = kStatusOk;
         return h;
       }
