@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use bytemuck::Zeroable;
 use loom::thread;
-use orchestrator::caches::{CacheChannel, CacheKeeper, CachedAlloc, CachedFree, CpuCaches};
+use orchestrator::caches::{
+    CacheChannel, CacheKeeper, CachedAlloc, CachedFree, CpuCaches, RUN_CLASS, slab_blocks,
+};
 use orchestrator::cpu::CpuDevice;
 use orchestrator::stats::ServiceStats;
 use orchestrator::{
@@ -297,7 +299,7 @@ fn tend_until(
 fn cached_alloc(caches: &CpuCaches, lanes: u32) -> CachedAlloc {
     let mut sizes = [0u64; 32];
     sizes[..lanes as usize].fill(OBJECT);
-    caches.alloc((1u64 << lanes) as u32 - 1, &sizes, &|| false)
+    caches.alloc((1u64 << lanes) as u32 - 1, &sizes, false, &|| false)
 }
 
 /// A warp's free of `handles` (the non-null ones).
@@ -363,6 +365,65 @@ fn warps_racing_for_an_empty_class_make_one_ask_and_share_its_slab() {
             let freed = cached_free(&caches, &alloc.handles[..2]);
             assert_eq!(freed.handled, lanes);
             assert!(freed.lanes[..2].iter().all(|s| *s == LaneStatus::Ok));
+        }
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// A warp's allocation of one run-class object of `size` bytes in lane 0.
+fn run_alloc(caches: &CpuCaches, size: u64) -> Handle {
+    let mut sizes = [0u64; 32];
+    sizes[0] = size;
+    let got = caches.alloc(1, &sizes, false, &|| false);
+    assert_eq!(got.served, 1);
+    got.handles[0]
+}
+
+/// Two warps take run objects that cannot both fit in what is left of the slab: the first to
+/// reach the cursor crosses the slab's end and counts the slots left there as freed, the other
+/// starts past it; both go on to the next slab and get objects that do not overlap. Once every object is freed, the first slab has gone back by itself and the caches
+/// drain to nothing.
+#[test]
+fn run_lanes_racing_past_a_slabs_end_leave_it_whole_and_do_not_overlap() {
+    const MIB: u64 = 1 << 20;
+    model_caches(|| {
+        let (channel, caches, keeper, resolver) = caches(ARENA_BLOCKS as u64);
+        let host = {
+            let channel = channel.clone();
+            tend_until(keeper, resolver, move |_| channel.taken(RUN_CLASS) > 1)
+        };
+        // Fill the first slab to within 3 MiB of its end: 1 MiB, then 4 MiB objects.
+        let mut first = vec![run_alloc(&caches, MIB)];
+        while first.len() < 8 {
+            first.push(run_alloc(&caches, 4 * MIB));
+        }
+        let other = {
+            let caches = caches.clone();
+            thread::spawn(move || run_alloc(&caches, 4 * MIB))
+        };
+        let mine = run_alloc(&caches, 4 * MIB);
+        let theirs = other.join().unwrap();
+        let (mut keeper, mut resolver) = host.join().unwrap();
+        let (low, high) = (
+            mine.address().min(theirs.address()),
+            mine.address().max(theirs.address()),
+        );
+        assert!(high - low >= 4 * MIB, "the two objects overlap");
+        assert!(
+            low >= first[0].address() + slab_blocks(RUN_CLASS) * (2 << 20),
+            "both past the first slab"
+        );
+        for handle in first {
+            assert_eq!(cached_free(&caches, &[handle]).lanes[0], LaneStatus::Ok);
+        }
+        keeper.tend(&mut resolver);
+        assert_eq!(
+            keeper.stats().snapshot().returns,
+            1,
+            "the crossed slab went back with its last object"
+        );
+        for handle in [mine, theirs] {
+            assert_eq!(cached_free(&caches, &[handle]).lanes[0], LaneStatus::Ok);
         }
         drain_to_empty(&caches, &mut keeper, &mut resolver);
     });

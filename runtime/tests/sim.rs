@@ -542,6 +542,85 @@ fn a_stale_handle_of_a_returned_slab_is_a_double_free() {
     assert!(rt.is_empty());
 }
 
+/// CPU warps keep objects of 1 B-1 MiB (power-of-two and run classes, contiguous) across
+/// steps and write each object's handle into its first and last words: no object ever overlaps
+/// another live one, whatever the order in which lanes take and free their slots.
+#[test]
+fn live_objects_of_every_class_never_overlap_under_churn() {
+    use std::sync::Mutex;
+    let rt = sim(2048);
+    let warps = 48u32;
+    let steps: u32 = std::env::var("ALIGNMALLOC_SOAK_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    // Per warp, three slots of (handles, sizes).
+    type Held = [([Handle; 32], [u64; 32]); 3];
+    let held: Vec<Mutex<Held>> = (0..warps)
+        .map(|_| Mutex::new([([Handle::NULL; 32], [0; 32]); 3]))
+        .collect();
+    let mix = |mut x: u64| {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    };
+    let damaged = std::sync::atomic::AtomicU64::new(0);
+    let check_and_free =
+        |warp: &runtime::sim::CpuWarp<'_>, handles: &[Handle; 32], sizes: &[u64; 32]| {
+            let mask = (0..32)
+                .filter(|&l| !handles[l].is_null())
+                .fold(0u32, |m, l| m | 1 << l);
+            for l in (0..32).filter(|l| mask >> l & 1 == 1) {
+                let last = (sizes[l] - 8) & !7;
+                if warp.load(handles[l], 0) != handles[l].0
+                    || warp.load(handles[l], last) != handles[l].0
+                {
+                    damaged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            if mask != 0 {
+                let freed = warp.free(mask, handles);
+                assert!(
+                    (0..32)
+                        .filter(|l| mask >> l & 1 == 1)
+                        .all(|l| freed.lanes[l] == LaneStatus::Ok)
+                );
+            }
+        };
+    rt.run_warps(warps, |warp| {
+        let mut mine = held[warp.id() as usize].lock().unwrap();
+        for step in 0..steps {
+            let r = mix(u64::from(warp.id()) << 32 | u64::from(step));
+            let slot = (r % 3) as usize;
+            let (handles, sizes) = mine[slot];
+            check_and_free(&warp, &handles, &sizes);
+            let sizes: [u64; 32] = std::array::from_fn(|l| {
+                let x = mix(r ^ (l as u64 + 1) << 48);
+                match x % 16 {
+                    0 => (32 << 10) + 1 + (x >> 8) % (1 << 20), // the run class
+                    1 => 0,
+                    _ => 8 + (x >> 8) % (1 << (3 + x % 13)),
+                }
+            });
+            let handles = warp.malloc_contiguous(u32::MAX, &sizes).unwrap();
+            for l in (0..32).filter(|&l| sizes[l] != 0) {
+                let last = (sizes[l] - 8) & !7;
+                warp.store(handles[l], 0, handles[l].0);
+                warp.store(handles[l], last, handles[l].0);
+            }
+            mine[slot] = (handles, sizes);
+        }
+        for (handles, sizes) in mine.iter() {
+            check_and_free(&warp, handles, sizes);
+        }
+    })
+    .unwrap();
+    assert_eq!(damaged.into_inner(), 0, "objects overlapped");
+    rt.drain_caches().unwrap();
+    assert!(rt.is_empty());
+}
+
 /// The soak's pattern on CPU warps: each lane keeps 4 objects across rounds, frees a random one
 /// each step (sometimes twice: the second must never answer Ok), allocates 1 B-32 KiB (one lane
 /// in 20 32 KiB-1 MiB, from the run class), with drains between rounds; at the end everything is freed and nothing is left.

@@ -253,16 +253,7 @@ impl CpuCaches {
             let group = eligible & lane_mask(|l| class_of(l) == Some(class));
             eligible &= !group;
             if class == RUN_CLASS {
-                // Each lane alone, as `cache_alloc_run` on the GPU.
-                for lane in set_lanes(group) {
-                    match self.alloc_run(object_slots(class, sizes[lane]), closed) {
-                        Some(handle) => {
-                            out.handles[lane] = handle;
-                            out.served |= 1 << lane;
-                        }
-                        None => out.fallback |= 1 << lane,
-                    }
-                }
+                self.alloc_run_group(group, sizes, closed, &mut out);
                 continue;
             }
             let objects = slab_objects(class);
@@ -302,6 +293,71 @@ impl CpuCaches {
         out
     }
 
+    /// The run-class lanes of `group`, as `cache_alloc` on the GPU: one fetch_add for all their
+    /// slots, each lane's object after the ones of the lanes below it; the lane whose slots
+    /// would cross the slab's end counts the slots left there as freed, and it and the lanes
+    /// after it go on alone ([`CpuCaches::alloc_run`]).
+    fn alloc_run_group(
+        &self,
+        group: u32,
+        sizes: &[u64; WARP_LANES],
+        closed: &dyn Fn() -> bool,
+        out: &mut CachedAlloc,
+    ) {
+        let objects = slab_objects(RUN_CLASS);
+        let total: u64 = set_lanes(group)
+            .map(|l| object_slots(RUN_CLASS, sizes[l]))
+            .sum();
+        let word = self.class_words[RUN_CLASS].fetch_add(total, Ordering::AcqRel);
+        let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+        let cursor = word & CURSOR_MASK;
+        let id = if number > 0 && cursor < objects {
+            let Some(id) = self.slab_of_number(RUN_CLASS, number) else {
+                tracing::error!(number, "no slab id holds the run class's current slab");
+                out.fallback |= group;
+                return;
+            };
+            Some(id)
+        } else {
+            None
+        };
+        let mut slot = cursor;
+        for lane in set_lanes(group) {
+            let slots = object_slots(RUN_CLASS, sizes[lane]);
+            let first = slot;
+            slot += slots;
+            let handle = match id {
+                Some(id) if first + slots <= objects => Some(self.run_object(id, first, slots)),
+                _ => {
+                    if let Some(id) = id.filter(|_| first < objects) {
+                        // Its slots cross the slab's end (one lane per slab life): no object
+                        // will take the slots left there, so they count as freed now.
+                        self.free_slots(id, (objects - first) as u32);
+                    }
+                    self.alloc_run(slots, closed)
+                }
+            };
+            match handle {
+                Some(handle) => {
+                    out.handles[lane] = handle;
+                    out.served |= 1 << lane;
+                }
+                None => out.fallback |= 1 << lane,
+            }
+        }
+    }
+
+    /// The run object of `slots` slots at slot `slot` of slab `id`, its span recorded in the
+    /// slab's current life.
+    fn run_object(&self, id: usize, slot: u64, slots: u64) -> Handle {
+        let base = self.slab_base[id].load(Ordering::Relaxed);
+        let stamp = self.slab_generation[id].load(Ordering::Relaxed);
+        let life = self.slab_life[id].load(Ordering::Relaxed);
+        self.bits[id * BITMAP_WORDS + RUN_SPANS_AT + slot as usize]
+            .store(u64::from(life) << 32 | slots, Ordering::Release);
+        Handle::cached(base + (slot << RUN_SLOT_LOG2), stamp)
+    }
+
     /// One lane's run object of `slots` slots, taken with a fetch_add of its own (the twin of
     /// `cache_alloc_run`); `None` when the host denied the class a slab.
     fn alloc_run(&self, slots: u64, closed: &dyn Fn() -> bool) -> Option<Handle> {
@@ -316,12 +372,7 @@ impl CpuCaches {
                     return None;
                 };
                 if slot + slots <= objects {
-                    let base = self.slab_base[id].load(Ordering::Relaxed);
-                    let stamp = self.slab_generation[id].load(Ordering::Relaxed);
-                    let life = self.slab_life[id].load(Ordering::Relaxed);
-                    self.bits[id * BITMAP_WORDS + RUN_SPANS_AT + slot as usize]
-                        .store(u64::from(life) << 32 | slots, Ordering::Release);
-                    return Some(Handle::cached(base + (slot << RUN_SLOT_LOG2), stamp));
+                    return Some(self.run_object(id, slot, slots));
                 }
                 // Its slots cross the slab's end (one lane per slab life): no object will take
                 // the slots left there, so they count as freed now.
