@@ -542,6 +542,22 @@ fn a_stale_handle_of_a_returned_slab_is_a_double_free() {
     assert!(rt.is_empty());
 }
 
+/// A 64-bit mix (splitmix64's finaliser): the churn tests' random numbers.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Steps of the churn tests: `ALIGNMALLOC_SOAK_STEPS`, or 40.
+fn churn_steps() -> u32 {
+    std::env::var("ALIGNMALLOC_SOAK_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40)
+}
+
 /// CPU warps keep objects of 1 B-1 MiB (power-of-two and run classes, contiguous) across
 /// steps and write each object's handle into its first and last words: no object ever overlaps
 /// another live one, whatever the order in which lanes take and free their slots.
@@ -550,21 +566,12 @@ fn live_objects_of_every_class_never_overlap_under_churn() {
     use std::sync::Mutex;
     let rt = sim(2048);
     let warps = 48u32;
-    let steps: u32 = std::env::var("ALIGNMALLOC_SOAK_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+    let steps = churn_steps();
     // Per warp, three slots of (handles, sizes).
     type Held = [([Handle; 32], [u64; 32]); 3];
     let held: Vec<Mutex<Held>> = (0..warps)
         .map(|_| Mutex::new([([Handle::NULL; 32], [0; 32]); 3]))
         .collect();
-    let mix = |mut x: u64| {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    };
     let damaged = std::sync::atomic::AtomicU64::new(0);
     let check_and_free =
         |warp: &runtime::sim::CpuWarp<'_>, handles: &[Handle; 32], sizes: &[u64; 32]| {
@@ -629,20 +636,11 @@ fn second_frees_never_free_another_object_under_churn() {
     use std::sync::Mutex;
     let rt = sim(1024);
     let warps = 64u32;
-    let steps: u32 = std::env::var("ALIGNMALLOC_SOAK_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+    let steps = churn_steps();
     let rounds = 4u32;
     let slots: Vec<Mutex<[[Handle; 32]; 4]>> = (0..warps)
         .map(|_| Mutex::new([[Handle::NULL; 32]; 4]))
         .collect();
-    let mix = |mut x: u64| {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    };
     let wrong = std::sync::atomic::AtomicU64::new(0);
     for round in 0..=rounds {
         rt.run_warps(warps, |warp| {
