@@ -66,7 +66,7 @@ struct LaunchReport {
 }
 
 /// The kernel's counters, in `soak.cu`'s order.
-const COUNTERS: [&str; 22] = [
+const COUNTERS: [&str; 23] = [
     "objects",
     "bytes_tagged",
     "bytes_damaged",
@@ -88,6 +88,7 @@ const COUNTERS: [&str; 22] = [
     "double_answered_double_free",
     "double_answered_interior_pointer",
     "double_answered_cached_object",
+    "handles_outside_arena",
     "failure_events",
 ];
 
@@ -177,6 +178,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let stream = rt.stream()?.clone();
     let module = rt.compile(device::SOAK.path, device::SOAK.text)?;
     let kernel = module.load_function("am_soak")?;
+    // The arena's extent: the kernel checks every object it is given lies inside.
+    let segments = rt.arena_segments();
+    let arena_start = segments.iter().map(|s| s.0).min().unwrap_or(0);
+    let arena_end = segments.iter().map(|s| s.0 + s.1).max().unwrap_or(0);
     let per_launch = u64::from(args.threads) * u64::from(args.steps);
     let launches = args.objects.div_ceil(per_launch) as u32;
     let slots = u64::from(args.threads) * u64::from(args.slots);
@@ -204,7 +209,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let launch_started = Instant::now();
         let final_pass = u32::from(launch == launches);
         // SAFETY: am_soak(mailbox, u64 seed, unsigned launch, unsigned steps, unsigned slots,
-        // unsigned final_pass, u64* live, u64* live_sizes, u64* counters, u64* events):
+        // unsigned final_pass, u64 arena_start, u64 arena_end, u64* live, u64* live_sizes, u64* counters, u64* events):
         // `threads x slots` words each for live and live_sizes, COUNTERS.len() counters,
         // MAX_EVENTS x EVENT_WORDS event words; waited for below.
         unsafe {
@@ -214,6 +219,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     .arg(&args.steps)
                     .arg(&args.slots)
                     .arg(&final_pass)
+                    .arg(&arena_start)
+                    .arg(&arena_end)
                     .arg(&mut live)
                     .arg(&mut sizes)
                     .arg(&mut counters)
@@ -277,6 +284,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .map(|e| {
             let what = match e[0] {
                 1 | 3 => "bad free answered",
+                4 => "allocation outside the arena, status",
                 _ => "free of a live object answered",
             };
             let status = LaneStatus::from_code(e[3] as u8)
@@ -315,6 +323,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "alloc_failures",
         "free_failures",
         "bad_frees_wrong",
+        "handles_outside_arena",
     ] {
         if value(name) != 0 {
             failures.push(format!("{name} = {}", value(name)));

@@ -25,7 +25,8 @@ enum Counter : unsigned {
   kLastWrongStatus,
   kInteriorAnswers,                // 5 counters: interior frees by the lane status answered
   kDoubleAnswers = kInteriorAnswers + 5,  // 5 counters: double frees by the lane status answered
-  kEvents = kDoubleAnswers + 5,           // failure events recorded (the first 64 are kept)
+  kHandlesOutside = kDoubleAnswers + 5,   // allocations whose bytes would lie outside the arena
+  kEvents,                                // failure events recorded (the first 64 are kept)
   kCounters,
 };
 
@@ -86,7 +87,8 @@ __device__ am::u64 slab_view(const am::DeviceMailbox& mb, am::u64 handle) {
 }
 
 // A failure, for diagnosis: kind (1 a bad free answered other than its defined status, 2 a free
-// of a live object refused, 3 a bad free answered Ok), the handle, its size, the lane status
+// of a live object refused, 3 a bad free answered Ok, 4 an allocation whose bytes would lie
+// outside the arena, left untouched), the handle, its size, the lane status
 // answered, and the slab on the handle's block before its (first) free and after ([slab_view]).
 constexpr unsigned kMaxEvents = 64;
 constexpr unsigned kEventWords = 6;
@@ -124,16 +126,29 @@ __device__ void expect(const am::DeviceMailbox& mb, unsigned long long* counters
 
 }  // namespace
 
+// Whether some byte of the object of `size` bytes behind `handle` would lie outside the arena
+// [arena_start, arena_end): a wrong handle is recorded instead of faulting the whole run.
+__device__ bool outside_arena(am::u64 handle, am::u64 size, am::u64 arena_start,
+                              am::u64 arena_end) {
+  const am::u64 first = am::translate(handle, 0);
+  const am::u64 last = am::translate(handle, size - 1);
+  return first < arena_start || last >= arena_end || last < first;
+}
+
 extern "C" __global__ void am_soak(am::DeviceMailbox mb, unsigned long long seed, unsigned launch,
                                    unsigned steps, unsigned slots, unsigned final_pass,
-                                   am::u64* live, am::u64* live_sizes,
-                                   unsigned long long* counters, unsigned long long* events) {
+                                   am::u64 arena_start, am::u64 arena_end, am::u64* live,
+                                   am::u64* live_sizes, unsigned long long* counters,
+                                   unsigned long long* events) {
   const am::u64 thread = (am::u64)blockIdx.x * blockDim.x + threadIdx.x;
   am::u64 rng = mix(seed ^ mix(thread) ^ ((am::u64)launch << 40));
   am::u64* my_live = live + thread * slots;
   am::u64* my_sizes = live_sizes + thread * slots;
   const unsigned rounds = final_pass ? slots : steps;
   for (unsigned step = 0; step < rounds; ++step) {
+    // After a handle outside the arena the run stops (the final pass still frees), so the
+    // report with its event comes back instead of a fault of the whole run.
+    if (!final_pass && *(volatile unsigned long long*)&counters[kHandlesOutside] != 0) break;
     rng = mix(rng);
     const unsigned slot = final_pass ? step : (unsigned)(rng % slots);
     const am::u64 held = my_live[slot];
@@ -180,6 +195,11 @@ extern "C" __global__ void am_soak(am::DeviceMailbox mb, unsigned long long seed
     if (status != am::kStatusOk || h == 0) {
       add(counters, kAllocFailures, 1);
       counters[kLastAllocStatus] = status;
+      continue;
+    }
+    if (outside_arena(h, size, arena_start, arena_end)) {
+      add(counters, kHandlesOutside, 1);
+      record(counters, events, 4, h, size, status, slab_view(mb, h), ~0ull);
       continue;
     }
     add(counters, kObjects, 1);

@@ -1,8 +1,8 @@
 //! Generations of lane objects: a counter per 256-byte unit of the small space's blocks and per
 //! 4 KiB page elsewhere (portion and large objects start on tiles of 4 KiB or more, so there a page holds
 //! at most one object start). Each new chunk advances, once, the counter of every unit or page
-//! where one of its objects starts, cycling through 1..=127, and its objects there take that
-//! generation. So a stale handle can pass for a live one only after 127 chunks started objects in
+//! where one of its objects starts, cycling through 1..=63, and its objects there take that
+//! generation. So a stale handle can pass for a live one only after 63 chunks started objects in
 //! its unit (or page) and the last one put an object for the same lane at its exact address; 0
 //! means no object ever started there, which tells a double free of a gone chunk from a foreign
 //! pointer.

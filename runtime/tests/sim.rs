@@ -550,6 +550,53 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The lanes of `mask` free `handles` (each must answer Ok), then the lanes of `twice` (within
+/// `mask`) free theirs again: a second free must never answer Ok (it would free another object);
+/// DoubleFree, or InteriorPointer where the chunk's place was taken at once by a new chunk
+/// (docs/usage.md). Returns the second frees answered otherwise.
+fn free_then_free_again(
+    warp: &runtime::sim::CpuWarp<'_>,
+    mask: u32,
+    twice: u32,
+    handles: &[Handle; 32],
+) -> u64 {
+    let freed = warp.free(mask, handles);
+    assert!(
+        (0..32)
+            .filter(|l| mask >> l & 1 == 1)
+            .all(|l| freed.lanes[l] == LaneStatus::Ok),
+        "{:?}",
+        freed.lanes
+    );
+    if twice == 0 {
+        return 0;
+    }
+    let again = warp.free(twice, handles);
+    (0..32)
+        .filter(|l| twice >> l & 1 == 1)
+        .filter(|&l| {
+            !matches!(
+                again.lanes[l],
+                LaneStatus::DoubleFree | LaneStatus::InteriorPointer
+            )
+        })
+        .count() as u64
+}
+
+/// A churn step's random word and the slot (of four) it works on: slot `step` in the last
+/// round, which frees what each slot holds.
+fn churn_pick(warp: u32, round: u32, step: u32, last: bool) -> (u64, usize) {
+    let r = mix(u64::from(warp) << 40 | u64::from(round) << 20 | u64::from(step));
+    (
+        r,
+        if last {
+            step as usize
+        } else {
+            (r % 4) as usize
+        },
+    )
+}
+
 /// Steps of the churn tests: `ALIGNMALLOC_SOAK_STEPS`, or 40.
 fn churn_steps() -> u32 {
     std::env::var("ALIGNMALLOC_SOAK_STEPS")
@@ -647,34 +694,15 @@ fn second_frees_never_free_another_object_under_churn() {
             let mut held = slots[warp.id() as usize].lock().unwrap();
             let last = round == rounds;
             for step in 0..if last { 4 } else { steps } {
-                let r = mix(u64::from(warp.id()) << 40 | u64::from(round) << 20 | u64::from(step));
-                let slot = if last {
-                    step as usize
-                } else {
-                    (r % 4) as usize
-                };
+                let (r, slot) = churn_pick(warp.id(), round, step, last);
                 let old = held[slot];
                 let mask = (0..32)
                     .filter(|&l| !old[l].is_null())
                     .fold(0u32, |m, l| m | 1 << l);
                 if mask != 0 {
-                    let freed = warp.free(mask, &old);
-                    assert!(
-                        (0..32)
-                            .filter(|l| mask >> l & 1 == 1)
-                            .all(|l| freed.lanes[l] == LaneStatus::Ok),
-                        "{:?}",
-                        freed.lanes
-                    );
                     let twice = mask & (mix(r) as u32);
-                    if twice != 0 {
-                        let again = warp.free(twice, &old);
-                        for l in (0..32).filter(|l| twice >> l & 1 == 1) {
-                            if again.lanes[l] != LaneStatus::DoubleFree {
-                                wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                        }
-                    }
+                    let misjudged = free_then_free_again(&warp, mask, twice, &old);
+                    wrong.fetch_add(misjudged, std::sync::atomic::Ordering::Relaxed);
                     held[slot] = [Handle::NULL; 32];
                 }
                 if last {
@@ -697,7 +725,7 @@ fn second_frees_never_free_another_object_under_churn() {
     assert_eq!(
         wrong.into_inner(),
         0,
-        "second frees answered other than DoubleFree"
+        "second frees answered other than DoubleFree or InteriorPointer"
     );
     rt.check_invariants().unwrap();
     assert!(rt.is_empty(), "{:?}", rt.describe_live_chunks());
@@ -794,4 +822,105 @@ fn draining_while_warps_run_waits_for_them_and_hands_nothing_out_twice() {
     rt.drain_caches().unwrap();
     rt.check_invariants().unwrap();
     assert!(rt.is_empty());
+}
+
+/// The soak's pattern with the caches at three quarters of a small arena: the caches sit at
+/// their bound and the host runs out of memory (answered cleanly, the warp's cached objects given
+/// back); live objects never overlap, no second free frees anything, and everything goes back
+/// at the end. With the quarantine emptied to serve an allocation, a second free can land in a
+/// new packed chunk, where it is an interior pointer unless it matches an older object's start
+/// (a lane and generation match by chance lets it pass as one); far longer runs
+/// (`ALIGNMALLOC_SOAK_STEPS=3000`) can even see one answered Ok, once 63 new chunks started
+/// objects in its unit before it arrived (docs/usage.md, second frees).
+#[test]
+fn churn_at_the_caches_bound_in_a_full_arena_stays_whole() {
+    use std::sync::Mutex;
+    let rt = Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(128 << 20)
+        .device_cache_fraction(0.75)
+        .ports(64)
+        .build()
+        .unwrap();
+    let warps = 64u32;
+    let steps = churn_steps().max(600);
+    // Per warp, four slots of (handles, sizes).
+    type Held = [([Handle; 32], [u64; 32]); 4];
+    let held: Vec<Mutex<Held>> = (0..warps)
+        .map(|_| Mutex::new([([Handle::NULL; 32], [0; 32]); 4]))
+        .collect();
+    let damaged = std::sync::atomic::AtomicU64::new(0);
+    let wrong = std::sync::atomic::AtomicU64::new(0);
+    let failed = std::sync::atomic::AtomicU64::new(0);
+    for round in 0..3u32 {
+        rt.run_warps(warps, |warp| {
+            let mut mine = held[warp.id() as usize].lock().unwrap();
+            let last = round == 2;
+            for step in 0..if last { 4 } else { steps } {
+                let (r, slot) = churn_pick(warp.id(), round, step, last);
+                let (handles, sizes) = mine[slot];
+                let mask = (0..32)
+                    .filter(|&l| !handles[l].is_null())
+                    .fold(0u32, |m, l| m | 1 << l);
+                for l in (0..32).filter(|l| mask >> l & 1 == 1) {
+                    let end = (sizes[l].max(8) - 8) & !7;
+                    if warp.load(handles[l], 0) != handles[l].0
+                        || warp.load(handles[l], end) != handles[l].0
+                    {
+                        damaged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                if mask != 0 {
+                    let twice = mask & (mix(r) as u32) & 0x0101_0101;
+                    let misjudged = free_then_free_again(&warp, mask, twice, &handles);
+                    wrong.fetch_add(misjudged, std::sync::atomic::Ordering::Relaxed);
+                    mine[slot] = ([Handle::NULL; 32], [0; 32]);
+                }
+                if last {
+                    continue;
+                }
+                let sizes: [u64; 32] = std::array::from_fn(|l| {
+                    let x = mix(r ^ (l as u64 + 1) << 50);
+                    if x % 64 < 2 {
+                        (32 << 10) + 1 + (x >> 8) % (96 << 10)
+                    } else {
+                        1 + (x >> 8) % (1 << (x % 16))
+                    }
+                });
+                let got = if r.is_multiple_of(2) {
+                    warp.malloc(u32::MAX, &sizes)
+                } else {
+                    warp.malloc_contiguous(u32::MAX, &sizes)
+                };
+                match got {
+                    Ok(handles) => {
+                        for l in 0..32 {
+                            let end = (sizes[l].max(8) - 8) & !7;
+                            warp.store(handles[l], 0, handles[l].0);
+                            warp.store(handles[l], end, handles[l].0);
+                        }
+                        mine[slot] = (handles, sizes);
+                    }
+                    Err(status) => {
+                        assert_eq!(status, orchestrator::Status::OutOfMemory);
+                        failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+        .unwrap();
+        rt.drain_caches().unwrap();
+    }
+    assert!(
+        failed.into_inner() > 0,
+        "the arena never ran out: the test no longer reaches the caches' bound"
+    );
+    assert_eq!(damaged.into_inner(), 0, "objects overlapped");
+    assert_eq!(
+        wrong.into_inner(),
+        0,
+        "second frees answered other than DoubleFree"
+    );
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty(), "{:?}", rt.describe_live_chunks());
 }

@@ -316,12 +316,11 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     const u64 slot = (word & kCursorMask) + below;
     const bool got = number != 0 && slot + slots <= objects;
     const u32 id = (u32)place;
-    if (run && number != 0 && slot < objects && !got) {
-      // This lane's slots cross the slab's end (one lane per slab life): no object will take
-      // the slots left there, so they count as freed now.
-      cache_free_slots(c, id, (u32)(objects - slot));
-    }
     const u32 served = cache_ballot(pending, got);
+    // After the ballot (no warp-wide instruction follows a lane's own way through the atomics,
+    // see cache_free): this lane's slots cross the slab's end (one lane per slab life), and no
+    // object will take the slots left there, so they count as freed now.
+    if (run && number != 0 && slot < objects && !got) cache_free_slots(c, id, (u32)(objects - slot));
     if (got) {
       if (run) {
         device_atomic<u64>(c.bits[(u64)id * kCacheBitmapWords + kCacheRunSpansAt + slot])
@@ -429,26 +428,25 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
-  const u32 ok_mask = cache_ballot(mask, ok);
-  if (ok) {
-    // These lanes set their bits in the slab's current life, so it stays live until they
-    // count down; the one that reaches zero gives it back.
-    // A power-of-two class counts down once for its lanes of the slab; a run object (which
-    // may span many slots) alone, without shuffles (see cache_alloc_run).
-    const u32 same = cache_match(ok_mask, (u32)slab);
-    if (slots != 1) {
-      cache_free_slots(c, (u32)slab, slots);
-    } else if (lane_id() == (u32)(__ffs(same) - 1)) {
-      cache_free_slots(c, (u32)slab, (u32)__popc(same));
-    }
-  }
+  // Every warp-wide instruction first, each taken by every lane of `mask` and its result used
+  // on every path; only then the atomics, where lanes go their own ways (a run object's
+  // count-down may give its slab back). With the match taken by the ok lanes alone and the
+  // ballots after the count-downs, lanes of one free waited at different warp-wide
+  // instructions on the GPU: the soak hung, or counted some frees of a warp nowhere.
+  const u32 same = cache_match(mask, ok ? (u32)slab : ~0u);
   const u32 freed_mask = cache_ballot(mask, ok);
   *any_failed = cache_ballot(mask, mine && !ok) != 0;
+  // These lanes set their bits in the slab's current life, so it stays live until they count
+  // down; the one that reaches zero gives it back. A power-of-two class counts down once for
+  // its lanes of the slab (the lowest of them), a run object (which may span many slots) alone.
+  const u32 lane = lane_id();
+  const u32 count = slots != 1 ? slots : (u32)__popc(same);
+  if (ok && (slots != 1 || lane == (u32)(__ffs(same) - 1))) cache_free_slots(c, (u32)slab, count);
   u32 sm;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
   u64* counters = c.counters + (u64)(sm % kCacheCounterStripes) * kCacheFreeCounters;
   if (mine && !ok) atomicAdd(&counters[status], 1ull);  // bad frees: rare, one atomic each
-  if (ok && lane_id() == (u32)(__ffs(freed_mask) - 1)) {
+  if (ok && lane == (u32)(__ffs(freed_mask) - 1)) {
     atomicAdd(&counters[kLaneOk], (u64)__popc(freed_mask));
   }
   *lane_status = status;
