@@ -209,7 +209,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let launch_started = Instant::now();
         let final_pass = u32::from(launch == launches);
         // SAFETY: am_soak(mailbox, u64 seed, unsigned launch, unsigned steps, unsigned slots,
-        // unsigned final_pass, u64 arena_start, u64 arena_end, u64* live, u64* live_sizes, u64* counters, u64* events):
+        // unsigned final_pass, u64 arena_start, u64 arena_end, u64* live, u64* live_sizes,
+        // u64* counters, u64* events):
         // `threads x slots` words each for live and live_sizes, COUNTERS.len() counters,
         // MAX_EVENTS x EVENT_WORDS event words; waited for below.
         unsafe {
