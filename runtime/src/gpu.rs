@@ -56,6 +56,14 @@ fn check(call: &'static str, result: sys::CUresult) -> Result<(), GpuError> {
         .map_err(|error| GpuError::Driver { call, error })
 }
 
+/// Make `context` the calling thread's current context.
+fn bind(context: &CudaContext) -> Result<(), GpuError> {
+    context.bind_to_thread().map_err(|error| GpuError::Driver {
+        call: "cuCtxSetCurrent",
+        error,
+    })
+}
+
 /// Device memory of `bytes` bytes, zeroed before this returns.
 fn device_zeroed(bytes: usize) -> Result<CUdeviceptr, GpuError> {
     let mut ptr: CUdeviceptr = 0;
@@ -126,10 +134,7 @@ impl PinnedCaches {
         channel: Arc<CacheChannel>,
         max_arena_blocks: u64,
     ) -> Result<Self, GpuError> {
-        context.bind_to_thread().map_err(|error| GpuError::Driver {
-            call: "cuCtxSetCurrent",
-            error,
-        })?;
+        bind(context)?;
         let mut arrays = [(0usize, 0usize); DEVICE_ARRAYS];
         let mut at = 0usize;
         for (slot, (width, len)) in arrays
@@ -204,12 +209,7 @@ impl PinnedCaches {
         id: u32,
         slot: u64,
     ) -> Result<Option<u64>, GpuError> {
-        self.context
-            .bind_to_thread()
-            .map_err(|error| GpuError::Driver {
-                call: "cuCtxSetCurrent",
-                error,
-            })?;
+        bind(&self.context)?;
         let mut life = [0u8; 4];
         let mut span = [0u8; 8];
         let words = [
@@ -279,12 +279,7 @@ impl PinnedCaches {
     /// on the device: a copy from pageable memory can still be under way when the call that
     /// made it returns, so the stream is synchronized before the kernels that follow may start.
     pub fn drain(&self, stream: &cudarc::driver::CudaStream) -> Result<usize, GpuError> {
-        self.context
-            .bind_to_thread()
-            .map_err(|error| GpuError::Driver {
-                call: "cuCtxSetCurrent",
-                error,
-            })?;
+        bind(&self.context)?;
         let hosts = self.arrays_to_host(stream, 0..DEVICE_ARRAYS)?;
         let state = CpuCaches::new(self.channel.clone(), self.max_arena_blocks);
         for (index, host) in hosts.iter().enumerate() {
@@ -357,10 +352,7 @@ impl PinnedMailbox {
     /// Register `mailbox` (pinned, mapped for the device, portable across contexts) and allocate
     /// one lock per port in device memory.
     pub fn new(context: &Arc<CudaContext>, mailbox: Arc<Mailbox>) -> Result<Self, GpuError> {
-        context.bind_to_thread().map_err(|error| GpuError::Driver {
-            call: "cuCtxSetCurrent",
-            error,
-        })?;
+        bind(context)?;
         let (host, bytes) = mailbox.region();
         // SAFETY: `host..host + bytes` is the mailbox's own page-aligned allocation, which lives
         // as long as `self` holds the Arc; it is unregistered in Drop before the Arc is released.
@@ -465,10 +457,7 @@ impl ManagedArena {
         allow_oversubscription: bool,
         advise: Option<i32>,
     ) -> Result<Self, GpuError> {
-        context.bind_to_thread().map_err(|error| GpuError::Driver {
-            call: "cuCtxSetCurrent",
-            error,
-        })?;
+        bind(context)?;
         let block = ortree::VABLOCK_BYTES;
         let asked = blocks as u64 * block;
         let (free, _) = context.mem_get_info().map_err(|error| GpuError::Driver {
