@@ -15,12 +15,16 @@
 //! - (e) arena growth: a second runtime starts with a 64 MiB arena that may grow to 256 MiB, and
 //!   3072 threads hold 64 KiB each at once (an allocation that finds no room is retried while the
 //!   arena grows); every byte is verified as in (a).
+//! - (f) a full arena takes back cache slabs: a third runtime (128 MiB, the caches at three
+//!   quarters) holds a warp's 32 objects of 8 KiB in one 32 MiB slab and a second slab the host
+//!   published ahead of need; a thread then asks 66 MiB, more than the 64 MiB left, which the host
+//!   serves by taking the slab published ahead back; every byte is verified as in (a).
 //!
 //! After each check the allocator's invariants must hold and nothing may stay allocated. Any
 //! failure makes the command exit non-zero.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use hostcheck::cases::Rng;
@@ -228,6 +232,7 @@ fn fill_check(
     check.figure("threads", u64::from(args.threads));
     check.figure("bytes", total);
     let by_class = fill_verify_free(rt, device, &sizes, &mut check)?;
+    check_allocator(rt, &mut check);
     for (class, n) in ["small objects", "portion objects", "large objects"]
         .iter()
         .zip(by_class)
@@ -240,8 +245,7 @@ fn fill_check(
 }
 
 /// Every thread allocates `sizes[t]` and tags its object; the host checks that no two objects
-/// share a byte and reads every word back; the threads free; the allocator must be whole and
-/// empty. Returns the objects by class.
+/// share a byte and reads every word back; the threads free. Returns the objects by class.
 fn fill_verify_free(
     rt: &Runtime,
     device: &dyn Device,
@@ -324,7 +328,6 @@ fn fill_verify_free(
         .filter(|(s, h)| !h.is_null() && **s != LaneStatus::Ok as u32)
         .count() as u64;
     check.expect_zero("frees not answered Ok", free_failures);
-    check_allocator(rt, check);
     Ok(by_class)
 }
 
@@ -349,6 +352,7 @@ fn growth_check(backend: BackendChoice) -> anyhow::Result<Check> {
         BackendKind::Cuda => fill_verify_free(&rt, &gpu::GpuDevice::new(&rt)?, &sizes, &mut check)?,
         BackendKind::Sim => fill_verify_free(&rt, &sim::SimDevice::new(&rt), &sizes, &mut check)?,
     };
+    check_allocator(&rt, &mut check);
     let segments = rt.arena_segments().len() as u64;
     check.figure("reservations", segments);
     if segments < 2 {
@@ -357,6 +361,81 @@ fn growth_check(backend: BackendChoice) -> anyhow::Result<Check> {
     let oom = rt.counters()?.by_status[Status::OutOfMemory as usize];
     check.figure("requests answered OutOfMemory while growing (retried)", oom);
     Ok(check.finish(started))
+}
+
+/// (f): a runtime of 128 MiB whose caches hold two 32 MiB slabs of 8 KiB objects, one with a
+/// warp's 32 objects and one published ahead of need: a thread asks 66 MiB, which fits only
+/// once the host takes the slab published ahead back; every byte is verified as in (a), the
+/// warp's objects too.
+fn recall_check(backend: BackendChoice) -> anyhow::Result<Check> {
+    let started = Instant::now();
+    let mut check = Check::new("(f) a full arena takes back cache slabs");
+    let rt = Runtime::builder()
+        .backend(backend)
+        .arena_bytes(128 << 20)
+        .device_cache_fraction(0.75)
+        .ports(64)
+        .build()
+        .context("building the 128 MiB runtime")?;
+    match rt.backend() {
+        BackendKind::Cuda => recall_steps(&rt, &gpu::GpuDevice::new(&rt)?, &mut check)?,
+        BackendKind::Sim => recall_steps(&rt, &sim::SimDevice::new(&rt), &mut check)?,
+    }
+    check_allocator(&rt, &mut check);
+    Ok(check.finish(started))
+}
+
+fn recall_steps(rt: &Runtime, device: &dyn Device, check: &mut Check) -> anyhow::Result<()> {
+    const SLABS_AHEAD: u64 = 64 << 20;
+    let small = [8u64 << 10; 32];
+    let (handles, statuses) = device.fill(&small)?;
+    let failed = statuses.iter().filter(|&&s| s != Status::Ok as u32).count() as u64;
+    check.expect_zero("8 KiB allocation failures", failed);
+    // The service publishes the next slab once it sees the first taken.
+    let waiting = Instant::now();
+    let held = loop {
+        let held = rt.cache_stats().map_or(0, |s| s.held_bytes);
+        if held >= SLABS_AHEAD || waiting.elapsed() > Duration::from_secs(5) {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    check.figure("MiB the caches held", held >> 20);
+    if held != SLABS_AHEAD {
+        check.fail(format!(
+            "the caches held {} MiB, not a slab taken and one published ahead (64 MiB): the \
+             check would test nothing",
+            held >> 20
+        ));
+    }
+    fill_verify_free(rt, device, &[66 << 20], check)?;
+    let recalls = rt.cache_stats().map_or(0, |s| s.recalls);
+    check.figure("slabs taken back", recalls);
+    if recalls == 0 {
+        check.fail("66 MiB was served without a slab taken back".into());
+    }
+    let words = handles
+        .iter()
+        .enumerate()
+        .map(|(t, &h)| {
+            let mut word = [0u8; 8];
+            rt.read(h, small[t] - 8, &mut word)?;
+            Ok(u64::from_le_bytes(word) != tag(t as u64, small[t] / 8 - 1))
+        })
+        .collect::<runtime::Result<Vec<bool>>>()?;
+    check.expect_zero(
+        "8 KiB objects whose last word lost its tag",
+        words.iter().filter(|&&bad| bad).count() as u64,
+    );
+    let freed = device.free_all(&handles)?;
+    check.expect_zero(
+        "8 KiB frees not answered Ok",
+        freed
+            .iter()
+            .filter(|&&s| s != LaneStatus::Ok as u32)
+            .count() as u64,
+    );
+    Ok(())
 }
 
 fn rounds_check(rt: &Runtime, device: &dyn Device, args: &Args) -> anyhow::Result<Check> {
@@ -435,7 +514,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         arena_bytes >> 20
     );
     let mut checks = Vec::new();
-    let bar = crate::progress::steps(5, "checks");
+    let bar = crate::progress::steps(6, "checks");
     // From (c) on, requests are refused on purpose ((c) bad input, (e) growth's retried
     // out-of-memory answers); each check judges every refusal itself, so their warnings are held
     // back until this runtime is gone.
@@ -465,6 +544,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             drop(device);
             next("(e) growth");
             checks.push(growth_check(BackendChoice::Cuda)?);
+            next("(f) recall");
+            checks.push(recall_check(BackendChoice::Cuda)?);
         }
         BackendKind::Sim => {
             next("(a) fill");
@@ -481,6 +562,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             ));
             next("(e) growth");
             checks.push(growth_check(BackendChoice::Sim)?);
+            next("(f) recall");
+            checks.push(recall_check(BackendChoice::Sim)?);
         }
     }
     bar.finish_and_clear();

@@ -141,6 +141,8 @@ struct Report {
     cache_denials: u64,
     /// Of the denials, those at the caches' bound (the rest: no room in the arena).
     cache_denials_at_bound: u64,
+    /// Slabs published ahead and taken back for an allocation the arena had no room for.
+    cache_recalls: u64,
     peak_cache_bytes: u64,
     /// Blocks the caches retired for good (16 384 slabs placed on them).
     retired_cache_bytes: u64,
@@ -387,6 +389,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         cache_returns: caches.returns,
         cache_denials: caches.denials,
         cache_denials_at_bound: caches.denials_at_bound,
+        cache_recalls: caches.recalls,
         peak_cache_bytes: caches.peak_held_bytes,
         retired_cache_bytes: caches.retired_bytes,
         requests_served: service.requests,
@@ -413,11 +416,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     println!(
         "  device caches          {} slabs handed out, {} given back, {} denied ({} at the bound), \
-         peak {} MiB, {} MiB retired",
+         {} taken back for room, peak {} MiB, {} MiB retired",
         caches.refills,
         caches.returns,
         caches.denials,
         caches.denials_at_bound,
+        caches.recalls,
         caches.peak_held_bytes >> 20,
         caches.retired_bytes >> 20
     );

@@ -109,6 +109,9 @@ pub struct DeviceCaches {
     pub demand: u64,
     /// See `taken`.
     pub returns: u64,
+    /// Device-written: `u32` per class, the entry the class lock's holder is taking + 1
+    /// (`CacheChannel::claim`).
+    pub claimed: u64,
 }
 
 /// `ReplyRecord::layout` of a thread-contiguous chunk (slot orders are 0 and 1).

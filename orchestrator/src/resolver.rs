@@ -309,6 +309,19 @@ impl Resolver {
         reply
     }
 
+    /// Resolve `request` again after its first answer, `previous`, was not taken by the warp
+    /// (nothing was allocated or freed for it: `OutOfMemory`); the counters count the request
+    /// once, by its new answer.
+    pub fn resolve_again(
+        &mut self,
+        request: &RequestRecord,
+        previous: &ReplyRecord,
+    ) -> ReplyRecord {
+        debug_assert_eq!(previous.status, Status::OutOfMemory as u32);
+        self.counters.by_status[previous.status as usize] -= 1;
+        self.resolve(request)
+    }
+
     fn resolve_inner(&mut self, request: &RequestRecord) -> ReplyRecord {
         let Some(op) = Op::from_code(request.op) else {
             return ReplyRecord::status(Status::UnknownOp);

@@ -163,6 +163,28 @@ impl Server {
         keeper.lock().tend(&mut LockedResolver(&self.resolver))
     }
 
+    /// Allocations the arena had no room for: take back the slabs the caches published and
+    /// no warp took yet, and if that gave any back, resolve those requests once more (in batch
+    /// order). Nothing was allocated for a request answered `OutOfMemory`.
+    fn retry_with_recalled_room(&mut self) {
+        let Some(keeper) = &self.caches else {
+            return;
+        };
+        let out_of_room = |reply: &ReplyRecord| reply.status == Status::OutOfMemory as u32;
+        if !self.replies.iter().any(out_of_room) {
+            return;
+        }
+        if keeper.lock().recall(&mut LockedResolver(&self.resolver)) == 0 {
+            return;
+        }
+        let mut resolver = self.resolver.lock();
+        for &(_, i) in &self.order {
+            if out_of_room(&self.replies[i]) {
+                self.replies[i] = resolver.resolve_again(&self.batch[i].request, &self.replies[i]);
+            }
+        }
+    }
+
     /// Collect up to `max_batch` pending requests, starting after the last port served.
     fn collect(&mut self) {
         self.batch.clear();
@@ -227,6 +249,7 @@ impl Server {
                 self.replies[i] = resolver.resolve(&self.batch[i].request);
             }
         }
+        self.retry_with_recalled_room();
         let resolved = started.elapsed().as_nanos() as u64;
         for (taken, reply) in self.batch.iter().zip(&self.replies) {
             self.mailbox.publish_reply(taken.port, taken.seq, reply);

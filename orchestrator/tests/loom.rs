@@ -429,6 +429,59 @@ fn run_lanes_racing_past_a_slabs_end_leave_it_whole_and_do_not_overlap() {
     });
 }
 
+/// The host takes back the slab it published (the arena needs the room) while the warp that
+/// asked for it is taking it: either the warp's claim holds and the host keeps the slab, or the
+/// host gets it back and the warp is denied (it goes to the mailbox) or, having asked again, is
+/// given another. A warp's object is always the first of a slab the host holds, never in
+/// blocks it gave back, and the warp never waits forever.
+#[test]
+fn a_slab_taken_back_while_a_warp_takes_it_is_the_warps_or_the_hosts_never_both() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    model_caches(|| {
+        let (channel, caches, mut keeper, mut resolver) = caches(ARENA_BLOCKS as u64);
+        let warp_done = Arc::new(AtomicBool::new(false));
+        let host = {
+            let (channel, warp_done) = (channel.clone(), warp_done.clone());
+            thread::spawn(move || {
+                while channel.filled(CLASS) == 0 {
+                    if keeper.tend(&mut resolver) == 0 {
+                        thread::yield_now();
+                    }
+                }
+                let recalled = keeper.recall(&mut resolver);
+                while !warp_done.load(Ordering::Acquire) {
+                    if keeper.tend(&mut resolver) == 0 {
+                        thread::yield_now();
+                    }
+                }
+                (keeper, resolver, recalled)
+            })
+        };
+        let mine = cached_alloc(&caches, 1);
+        warp_done.store(true, Ordering::Release);
+        let (mut keeper, mut resolver, recalled) = host.join().unwrap();
+        let stats = keeper.stats().snapshot();
+        assert_eq!(stats.recalls, recalled as u64);
+        assert!(recalled <= 1);
+        match (mine.served, mine.fallback) {
+            (1, 0) => assert!(
+                keeper.slab_at(mine.handles[0].address()).is_some(),
+                "the object lies in a slab the host holds"
+            ),
+            (0, 1) => assert_eq!(recalled, 1, "denied only once its slab was taken back"),
+            other => panic!("served/fallback {other:?}"),
+        }
+        keeper.check().unwrap();
+        if mine.served == 1 {
+            assert_eq!(
+                cached_free(&caches, &mine.handles[..1]).lanes[0],
+                LaneStatus::Ok
+            );
+        }
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
 /// The host cannot place a slab (its bound is below one): the warp that asked is denied and
 /// sends its lanes through the mailbox, and the warp that waited on the same class reads the
 /// standing denial and does the same without asking again; neither waits forever, and nothing

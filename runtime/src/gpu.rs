@@ -156,7 +156,7 @@ impl PinnedCaches {
                 return Err(e);
             }
         };
-        let [filled, denied, ring, taken, demand, returns] =
+        let [filled, denied, ring, taken, demand, returns, claimed] =
             channel.offsets().map(|o| mapped + o as u64);
         let device = DeviceCaches {
             classes: CACHE_CLASSES as u32,
@@ -170,6 +170,7 @@ impl PinnedCaches {
             taken,
             demand,
             returns,
+            claimed,
         };
         tracing::info!(device_bytes = at, "device caches ready");
         Ok(Self {

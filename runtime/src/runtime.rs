@@ -325,17 +325,28 @@ impl Runtime {
         self.memory.segments().iter().map(|s| s.1).sum()
     }
 
-    /// Run `attempt`; if it found no room and the arena is growable, grow it and try once more.
-    /// `grow` runs under the growth lock even at the cap, so a growth the grower thread had under
-    /// way (its memory reserved, the resolver not yet told) is finished before the retry.
-    fn with_growth<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
-        match attempt() {
-            Err(Error::OutOfMemory { .. }) if self.grower.is_some() => {
-                self.memory.grow(&self.resolver)?;
-                attempt()
-            }
-            other => other,
+    /// Run `attempt`; if it found no room, take back the slabs the device caches published and
+    /// no warp took (and try again if that gave any back), then, if the arena is growable, grow
+    /// it and try once more. `grow` runs under the growth lock even at the cap, so a growth the
+    /// grower thread had under way (its memory reserved, the resolver not yet told) is finished
+    /// before the retry.
+    fn with_room<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
+        let out_of_room = |r: &Result<T>| matches!(r, Err(Error::OutOfMemory { .. }));
+        let mut result = attempt();
+        if out_of_room(&result)
+            && let Some(keeper) = &self.caches
+            && keeper
+                .lock()
+                .recall(&mut orchestrator::service::LockedResolver(&self.resolver))
+                > 0
+        {
+            result = attempt();
         }
+        if out_of_room(&result) && self.grower.is_some() {
+            self.memory.grow(&self.resolver)?;
+            result = attempt();
+        }
+        result
     }
 
     /// What the allocator has done so far: the resolver's counters (device and host requests
@@ -415,7 +426,7 @@ impl Runtime {
 
     /// One object of `bytes` bytes in plain (thread-contiguous) memory.
     pub fn alloc(&self, bytes: u64) -> Result<Handle> {
-        self.with_growth(|| self.alloc_once(bytes))
+        self.with_room(|| self.alloc_once(bytes))
     }
 
     fn alloc_once(&self, bytes: u64) -> Result<Handle> {
@@ -437,7 +448,7 @@ impl Runtime {
     /// bytes, is packed, with plain handles that [`Runtime::read`] and `am::ptr` read alike).
     /// All or nothing: on failure, nothing stays allocated.
     pub fn alloc_arranged(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {
-        self.with_growth(|| self.alloc_arranged_once(threads, bytes_each))
+        self.with_room(|| self.alloc_arranged_once(threads, bytes_each))
     }
 
     fn alloc_arranged_once(&self, threads: u32, bytes_each: u64) -> Result<ArrangedAlloc> {

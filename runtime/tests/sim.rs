@@ -824,6 +824,17 @@ fn draining_while_warps_run_waits_for_them_and_hands_nothing_out_twice() {
     assert!(rt.is_empty());
 }
 
+/// A runtime of 128 MiB whose caches may hold three quarters of it, the most allowed.
+fn caches_at_their_most_of_128_mib() -> Runtime {
+    Runtime::builder()
+        .backend(BackendChoice::Sim)
+        .arena_bytes(128 << 20)
+        .device_cache_fraction(0.75)
+        .ports(64)
+        .build()
+        .unwrap()
+}
+
 /// The soak's pattern with the caches at three quarters of a small arena: the caches sit at
 /// their bound and the host runs out of memory (answered cleanly, the warp's cached objects given
 /// back); live objects never overlap, no second free frees anything, and everything goes back
@@ -835,13 +846,7 @@ fn draining_while_warps_run_waits_for_them_and_hands_nothing_out_twice() {
 #[test]
 fn churn_at_the_caches_bound_in_a_full_arena_stays_whole() {
     use std::sync::Mutex;
-    let rt = Runtime::builder()
-        .backend(BackendChoice::Sim)
-        .arena_bytes(128 << 20)
-        .device_cache_fraction(0.75)
-        .ports(64)
-        .build()
-        .unwrap();
+    let rt = caches_at_their_most_of_128_mib();
     let warps = 64u32;
     let steps = churn_steps().max(600);
     // Per warp, four slots of (handles, sizes).
@@ -923,4 +928,152 @@ fn churn_at_the_caches_bound_in_a_full_arena_stays_whole() {
     );
     rt.check_invariants().unwrap();
     assert!(rt.is_empty(), "{:?}", rt.describe_live_chunks());
+}
+
+/// A runtime whose arena (128 MiB) holds two slabs of 8 KiB objects (32 MiB each): the one a
+/// warp took, with its 32 objects, and one the host published ahead of need. Half the arena is
+/// left: 64 MiB.
+fn a_slab_published_ahead() -> (Runtime, [Handle; 32]) {
+    let rt = caches_at_their_most_of_128_mib();
+    let taken = std::sync::Mutex::new([Handle::NULL; 32]);
+    rt.run_warps(1, |warp| {
+        *taken.lock().unwrap() = warp.malloc(u32::MAX, &[8 << 10; 32]).unwrap();
+    })
+    .unwrap();
+    // The service publishes the next slab once it sees the first one taken.
+    let started = std::time::Instant::now();
+    while rt.cache_stats().unwrap().held_bytes < 64 << 20 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "no slab published ahead: {:?}",
+            rt.cache_stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(rt.cache_stats().unwrap().held_bytes, 64 << 20);
+    (rt, taken.into_inner().unwrap())
+}
+
+/// The warp's objects are still whole and go back; the caches drain and the allocator is empty.
+fn free_and_drain(rt: &Runtime, small: [Handle; 32]) {
+    rt.run_warps(1, |warp| {
+        for (l, &h) in small.iter().enumerate() {
+            warp.store(h, 0, l as u64);
+        }
+        assert!(
+            small
+                .iter()
+                .enumerate()
+                .all(|(l, &h)| warp.load(h, 0) == l as u64)
+        );
+        assert!(
+            warp.free(u32::MAX, &small)
+                .lanes
+                .iter()
+                .all(|s| *s == LaneStatus::Ok)
+        );
+    })
+    .unwrap();
+    rt.drain_caches().unwrap();
+    rt.check_invariants().unwrap();
+    assert!(rt.is_empty());
+}
+
+/// An allocation that fits the arena only without the slab published ahead of need (66 MiB
+/// asked, 64 MiB free): the host takes that slab back and serves it, counted once as served, for
+/// a warp through the mailbox and for host code alike. The class's warps go on allocating.
+#[test]
+fn an_allocation_the_arena_has_no_room_for_takes_back_the_slabs_published_ahead() {
+    const BIG: u64 = 66 << 20;
+    // A warp's request through the mailbox.
+    let (rt, small) = a_slab_published_ahead();
+    let big = std::sync::Mutex::new(None);
+    rt.run_warps(1, |warp| {
+        let mut sizes = [0u64; 32];
+        sizes[0] = BIG;
+        *big.lock().unwrap() = Some(warp.malloc(1, &sizes));
+    })
+    .unwrap();
+    let handles = big
+        .into_inner()
+        .unwrap()
+        .unwrap()
+        .expect("66 MiB after the slab came back");
+    let stats = rt.cache_stats().unwrap();
+    assert_eq!(stats.recalls, 1);
+    assert_eq!(stats.held_bytes, 32 << 20);
+    assert_eq!(
+        rt.counters().unwrap().by_status[orchestrator::Status::OutOfMemory as usize],
+        0,
+        "served on the second try: one answer, Ok"
+    );
+    // The class's next warps still allocate (the current slab has room), nothing overlaps.
+    rt.run_warps(1, |warp| {
+        let more = warp.malloc(u32::MAX, &[8 << 10; 32]).unwrap();
+        let lo = handles[0].address();
+        assert!(
+            more.iter()
+                .all(|h| h.address() + (8 << 10) <= lo || h.address() >= lo + BIG)
+        );
+        assert!(
+            warp.free(u32::MAX, &more)
+                .lanes
+                .iter()
+                .all(|s| *s == LaneStatus::Ok)
+        );
+        assert_eq!(warp.free(1, &handles).lanes[0], LaneStatus::Ok);
+    })
+    .unwrap();
+    free_and_drain(&rt, small);
+
+    // Host code's allocation.
+    let (rt, small) = a_slab_published_ahead();
+    let host = rt.alloc(BIG).expect("66 MiB after the slab came back");
+    assert_eq!(rt.cache_stats().unwrap().recalls, 1);
+    rt.write(host, BIG - 8, &7u64.to_le_bytes()).unwrap();
+    rt.free(host).unwrap();
+    free_and_drain(&rt, small);
+}
+
+/// With the slab published ahead taken back and the arena still full, a warp of the class that
+/// needs its next slab asks, is denied and goes through the mailbox, where it runs out of
+/// memory cleanly; nothing is held that no object uses.
+#[test]
+fn a_class_whose_slab_was_taken_back_asks_again_and_is_answered() {
+    let (rt, small) = a_slab_published_ahead();
+    let host = rt.alloc(66 << 20).unwrap();
+    // The rest of the arena, 2 MiB at a time.
+    let rest: Vec<Handle> = std::iter::from_fn(|| rt.alloc(2 << 20).ok()).collect();
+    assert!(!rest.is_empty());
+    let outcome = std::sync::Mutex::new(Vec::new());
+    rt.run_warps(1, |warp| {
+        // 4096 objects fill the current slab; the next ones need a slab that has no room.
+        for _ in 0..(4096 / 32 + 1) {
+            outcome
+                .lock()
+                .unwrap()
+                .push(warp.malloc(u32::MAX, &[8 << 10; 32]));
+        }
+        for got in outcome.lock().unwrap().iter().flatten() {
+            assert!(
+                warp.free(u32::MAX, got)
+                    .lanes
+                    .iter()
+                    .all(|s| *s == LaneStatus::Ok)
+            );
+        }
+    })
+    .unwrap();
+    let outcome = outcome.into_inner().unwrap();
+    assert_eq!(
+        outcome.iter().filter(|r| r.is_err()).count(),
+        2,
+        "the 32 objects taken first fill the slab's last places with the first 127 warps: {:?}",
+        outcome.iter().map(|r| r.is_ok()).collect::<Vec<_>>()
+    );
+    rt.free(host).unwrap();
+    for h in rest {
+        rt.free(h).unwrap();
+    }
+    free_and_drain(&rt, small);
 }

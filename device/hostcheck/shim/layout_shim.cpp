@@ -108,7 +108,8 @@ am::u64 am_shim_record_layout(unsigned which, unsigned field) {
                 AM_AT(DeviceCaches, class_words), AM_AT(DeviceCaches, counters),
                 AM_AT(DeviceCaches, filled), AM_AT(DeviceCaches, denied),
                 AM_AT(DeviceCaches, ring), AM_AT(DeviceCaches, taken),
-                AM_AT(DeviceCaches, demand), AM_AT(DeviceCaches, returns))
+                AM_AT(DeviceCaches, demand), AM_AT(DeviceCaches, returns),
+                AM_AT(DeviceCaches, claimed))
     default:
       AM_FIELDS(DeviceMailbox, AM_AT(DeviceMailbox, ports), AM_AT(DeviceMailbox, reserved),
                 AM_AT(DeviceMailbox, req_seq), AM_AT(DeviceMailbox, requests),

@@ -99,6 +99,7 @@ fn device_caches_match() {
             offset_of!(DeviceCaches, taken),
             offset_of!(DeviceCaches, demand),
             offset_of!(DeviceCaches, returns),
+            offset_of!(DeviceCaches, claimed),
         ],
     );
 }

@@ -1,8 +1,16 @@
 //! The cache protocol's shared words (pinned host memory on the GPU): what the host publishes
-//! (`filled`, `denied`, `ring`) and what the device posts (`taken`, `demand`, `returns`), each
-//! array on pages of its own. Every word has one writer: the host writes the first three, the
-//! device the last three, and on the device only the holder of a class's lock writes that class's
-//! `taken` and `demand`, and only the warp that claimed a returns entry writes it.
+//! (`filled`, `denied`, `ring`) and what the device posts (`taken`, `demand`, `returns`,
+//! `claimed`), each array on pages of its own. Every word has one writer: the host writes the
+//! first three, the device the rest, and on the device only the holder of a class's lock writes
+//! that class's `taken`, `demand` and `claimed`, and only the warp that claimed a returns entry
+//! writes it.
+//!
+//! Taking published slabs back while warps run (the host needs their room): the host lowers
+//! `filled`, then (a sequentially consistent fence between) reads `claimed`; the device's lock
+//! holder writes `claimed` before it reads a ring entry, then (a fence between) reads `filled`
+//! again. Each side stores, fences and loads, so at least one sees the other's store: either the
+//! host sees the claim and puts `filled` back, or the warp sees the lowered `filled`, withdraws
+//! its claim and does not take the entry ([`CacheChannel::recall`], [`CacheChannel::claim`]).
 
 use std::sync::atomic::Ordering;
 
@@ -49,6 +57,7 @@ const RING: usize = 2;
 const TAKEN: usize = 3;
 const DEMAND: usize = 4;
 const RETURNS: usize = 5;
+const CLAIMED: usize = 6;
 
 impl CacheChannel {
     /// Words for caches that hold at most `max_slabs` slabs at once (`1..2^15`).
@@ -66,6 +75,7 @@ impl CacheChannel {
                 (Width::U32, CACHE_CLASSES),
                 (Width::U32, CACHE_CLASSES),
                 (Width::U64, max_slabs),
+                (Width::U32, CACHE_CLASSES),
             ]),
         }
     }
@@ -103,6 +113,21 @@ impl CacheChannel {
     /// Take back the published slabs from `filled` on: `filled = filled` (no warp may run).
     pub fn rewind(&self, class: usize, filled: u32) {
         self.u32s(FILLED)[class].store(filled, Ordering::Release);
+    }
+
+    /// Take back the slabs of `class` published from `taken` to `filled` (the host's count)
+    /// while warps may run: `true` when no warp can take them any more; `false` when a warp has
+    /// claimed entry `taken` (it is taking it now, or took it since `taken` was read), and then
+    /// `filled` stands as it was.
+    pub fn recall(&self, class: usize, taken: u32, filled: u32) -> bool {
+        self.u32s(FILLED)[class].store(taken, Ordering::Relaxed);
+        // Store, fence, load against the warp's store of `claimed`, fence, load of `filled`.
+        fence(Ordering::SeqCst);
+        if self.u32s(CLAIMED)[class].load(Ordering::Relaxed) > taken {
+            self.u32s(FILLED)[class].store(filled, Ordering::Release);
+            return false;
+        }
+        true
     }
 
     /// Tell the warp that made ask `ask` of `class` that no slab comes for it. Until the host
@@ -148,6 +173,21 @@ impl CacheChannel {
         )
     }
 
+    /// Claim entry `index` of `class`, which `filled` showed (the class lock's holder only):
+    /// `true` when the host has not taken it back and the warp may take it; `false` when it has
+    /// (the claim is withdrawn; the warp goes on as if none were published).
+    pub fn claim(&self, class: usize, index: u32) -> bool {
+        let claimed = &self.u32s(CLAIMED)[class];
+        claimed.store(index + 1, Ordering::Relaxed);
+        // Store, fence, load against the host's in `recall`.
+        fence(Ordering::SeqCst);
+        if self.u32s(FILLED)[class].load(Ordering::Relaxed) > index {
+            return true;
+        }
+        claimed.store(index, Ordering::Relaxed);
+        false
+    }
+
     /// Post ask number `ask` of `class` (the class lock's holder only).
     pub fn post_demand(&self, class: usize, ask: u32) {
         self.u32s(DEMAND)[class].store(ask, Ordering::Release);
@@ -175,12 +215,12 @@ impl CacheChannel {
     }
 
     /// Byte offsets in [`CacheChannel::region`] of `filled`, `denied`, `ring`, `taken`,
-    /// `demand`, `returns`.
-    pub fn offsets(&self) -> [usize; 6] {
+    /// `demand`, `returns`, `claimed`.
+    pub fn offsets(&self) -> [usize; 7] {
         self.arrays
             .offsets()
             .try_into()
-            .expect("the channel has six arrays")
+            .expect("the channel has seven arrays")
     }
 }
 

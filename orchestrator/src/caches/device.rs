@@ -479,7 +479,14 @@ impl CpuCaches {
         let index = seen;
         let mut ask = None;
         let mut polls = 0u32;
-        while self.channel.filled(class) <= index {
+        loop {
+            if self.channel.filled(class) > index {
+                if self.channel.claim(class, index) {
+                    break;
+                }
+                // The host took the entry back (it needed the room): ask afresh.
+                ask = None;
+            }
             if ask.is_none() && *asks != 0 && self.channel.denied(class) == *asks {
                 // The host denied the class's last ask and has not withdrawn it: no round trip
                 // per warp while the caches are at their bound (the host publishes the slab

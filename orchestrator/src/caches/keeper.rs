@@ -5,7 +5,9 @@
 //! slabs other classes have not taken yet. A class whose ask was
 //! denied stops asking (the device reads the standing denial) until the host publishes the slab
 //! it lacks, which it does as soon as one fits, or drains the caches; either withdraws the
-//! denial.
+//! denial. When the arena has no room for a request, the host takes the slabs published and not
+//! taken back while warps run ([`CacheKeeper::recall`]) and publishes none ahead of need until a
+//! slab comes back.
 //!
 //! Invariants ([`CacheKeeper::check`]): every slab id is free or held, never both; the blocks of
 //! the held slabs sum to `held_blocks`, which never exceeds `max_blocks`; per class, the published
@@ -55,6 +57,7 @@ pub struct CacheStats {
     returns: AtomicU64,
     denials: AtomicU64,
     denials_at_bound: AtomicU64,
+    recalls: AtomicU64,
     held_bytes: AtomicU64,
     peak_held_bytes: AtomicU64,
     retired_bytes: AtomicU64,
@@ -73,6 +76,9 @@ pub struct CacheStatsSnapshot {
     /// Of the denials, those where the caches held their bound (the others: the arena had no
     /// room for a slab, or every slab id was in use).
     pub denials_at_bound: u64,
+    /// Slabs published ahead of need and taken back while warps ran, because the arena had no
+    /// room for a request ([`CacheKeeper::recall`]).
+    pub recalls: u64,
     /// Bytes the caches hold now (slabs handed out and not given back).
     pub held_bytes: u64,
     /// The most bytes they held at once.
@@ -90,6 +96,7 @@ impl CacheStats {
             returns: self.returns.load(Ordering::Relaxed),
             denials: self.denials.load(Ordering::Relaxed),
             denials_at_bound: self.denials_at_bound.load(Ordering::Relaxed),
+            recalls: self.recalls.load(Ordering::Relaxed),
             held_bytes: self.held_bytes.load(Ordering::Relaxed),
             peak_held_bytes: self.peak_held_bytes.load(Ordering::Relaxed),
             retired_bytes: self.retired_bytes.load(Ordering::Relaxed),
@@ -121,6 +128,9 @@ pub struct CacheKeeper {
     /// Per class: a denial stands, so the device asks no more; the slab it lacks is published
     /// as soon as one fits, and the denial withdrawn.
     denial_stands: [bool; CACHE_CLASSES],
+    /// The arena had no room for a request and published slabs were taken back: none is
+    /// published ahead of need until a slab comes back or the caches are drained.
+    lean: bool,
     /// Per VABlock that was ever part of a slab: the cache generation of the last slab on it.
     block_generations: HashMap<u64, u32>,
     stats: Arc<CacheStats>,
@@ -142,6 +152,7 @@ impl CacheKeeper {
             returns_read: 0,
             quiet_at: [0; CACHE_CLASSES],
             denial_stands: [false; CACHE_CLASSES],
+            lean: false,
             block_generations: HashMap::new(),
             stats: Arc::new(CacheStats::default()),
         }
@@ -194,10 +205,10 @@ impl CacheKeeper {
         let taken = self.channel.taken(class);
         let asked = ask != self.asks_seen[class];
         self.asks_seen[class] = ask;
-        let ahead = if taken > self.quiet_at[class] {
+        let ahead = if taken > self.quiet_at[class] && !self.lean {
             taken + depth(class)
         } else {
-            0 // not used since it was drained (or ever): nothing ahead of need
+            0 // not used since it was drained (or ever), or the arena is short: none ahead
         };
         // A standing denial keeps the device from asking: the slab it lacks is needed as if
         // asked for.
@@ -331,22 +342,7 @@ impl CacheKeeper {
         let mut given = self.take_returns(source);
         for class in 0..CACHE_CLASSES {
             let taken = self.channel.taken(class);
-            for index in taken..self.filled[class] {
-                let (_, id, _) = self.channel.entry(class, index);
-                if let Some(slab) = self.slabs.get_mut(id as usize).and_then(Option::take) {
-                    tracing::trace!(
-                        class,
-                        index,
-                        id,
-                        base = format_args!("{:#x}", slab.base),
-                        "cache slab reclaimed"
-                    );
-                    source.give_slab(slab.base);
-                    self.held_blocks -= slab.blocks;
-                    self.free_ids.push(id);
-                    given += 1;
-                }
-            }
+            given += self.give_back_published(class, taken, source);
             if self.filled[class] != taken {
                 self.filled[class] = taken;
                 self.channel.rewind(class, taken);
@@ -355,8 +351,78 @@ impl CacheKeeper {
             // Drained: the class asks afresh when used again.
             self.withdraw_denial(class);
         }
+        self.lean = false;
         self.publish_held();
         given
+    }
+
+    /// While warps may run, when the arena has no room for a request: take back the returned
+    /// slabs and those published and not taken, so their blocks can serve it; a class whose
+    /// lock holder is taking its next slab at this moment keeps its own
+    /// ([`CacheChannel::recall`]). A class that lost slabs is denied as if it had asked: a warp
+    /// waiting for one of them goes to the mailbox, and the host publishes the slab the class
+    /// lacks as soon as one fits. From then on no slab is published ahead of need until one
+    /// comes back or the caches are drained. Returns the slabs given back.
+    pub fn recall(&mut self, source: &mut impl SlabSource) -> usize {
+        let mut given = self.take_returns(source);
+        for class in 0..CACHE_CLASSES {
+            let taken = self.channel.taken(class);
+            let filled = self.filled[class];
+            if taken == filled || !self.channel.recall(class, taken, filled) {
+                continue;
+            }
+            let recalled = self.give_back_published(class, taken, source);
+            self.filled[class] = taken;
+            // A warp may be waiting for the slab taken back (its ask answered by it): it goes
+            // to the mailbox, and the class's warps after it, until the slab it lacks fits.
+            if self.asks_seen[class] != 0 {
+                self.channel.deny(class, self.asks_seen[class]);
+                self.denial_stands[class] = true;
+            }
+            self.stats
+                .recalls
+                .fetch_add(recalled as u64, Ordering::Relaxed);
+            tracing::debug!(class, recalled, "published cache slabs taken back for room");
+            given += recalled;
+        }
+        self.lean = true;
+        self.publish_held();
+        given
+    }
+
+    /// Give back the slabs of `class` published from `taken` to `filled` (no warp can take
+    /// them any more); `filled` is the caller's to lower. Returns how many.
+    fn give_back_published(
+        &mut self,
+        class: usize,
+        taken: u32,
+        source: &mut impl SlabSource,
+    ) -> usize {
+        let mut given = 0;
+        for index in taken..self.filled[class] {
+            let (_, id, _) = self.channel.entry(class, index);
+            if let Some(base) = self.give_back(id, source) {
+                tracing::trace!(
+                    class,
+                    index,
+                    id,
+                    base = format_args!("{base:#x}"),
+                    "cache slab taken back"
+                );
+                given += 1;
+            }
+        }
+        given
+    }
+
+    /// Give held slab `id`'s blocks back to `source` and free its id; its base, or `None` when
+    /// the id holds no slab.
+    fn give_back(&mut self, id: u32, source: &mut impl SlabSource) -> Option<u64> {
+        let slab = self.slabs.get_mut(id as usize).and_then(Option::take)?;
+        source.give_slab(slab.base);
+        self.held_blocks -= slab.blocks;
+        self.free_ids.push(id);
+        Some(slab.base)
     }
 
     /// Show the bytes held now in the counters.
@@ -373,17 +439,12 @@ impl CacheKeeper {
         while let Some(id) = self.channel.returned(self.returns_read) {
             self.returns_read += 1;
             moved += 1;
-            match self.slabs.get_mut(id as usize).and_then(Option::take) {
-                Some(slab) => {
-                    tracing::trace!(
-                        id,
-                        base = format_args!("{:#x}", slab.base),
-                        "cache slab returned"
-                    );
-                    source.give_slab(slab.base);
-                    self.held_blocks -= slab.blocks;
-                    self.free_ids.push(id);
+            match self.give_back(id, source) {
+                Some(base) => {
+                    tracing::trace!(id, base = format_args!("{base:#x}"), "cache slab returned");
                     self.stats.returns.fetch_add(1, Ordering::Relaxed);
+                    // Room came back: publish ahead of need again.
+                    self.lean = false;
                 }
                 // Only a device bug gets here; the slab's blocks stay held rather than be reused.
                 None => tracing::error!(id, "the device returned a slab the host does not hold"),
@@ -488,6 +549,8 @@ mod tests {
         /// The device gives back the slabs it holds with nothing live (every `n`-th one) and
         /// the host reclaims.
         DrainAndReclaim(usize),
+        /// The arena has no room for a request: the host takes back what it published.
+        Recall,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -498,6 +561,7 @@ mod tests {
             3 => (0usize..64).prop_map(Step::Return),
             6 => Just(Step::Tend),
             1 => (1usize..4).prop_map(Step::DrainAndReclaim),
+            1 => Just(Step::Recall),
         ]
     }
 
@@ -778,6 +842,7 @@ mod tests {
                     Step::Take(class) => {
                         let index = device.taken[class];
                         if channel.filled(class) > index {
+                            prop_assert!(channel.claim(class, index), "no recall under way");
                             let (base, id, generation) = channel.entry(class, index);
                             // A slab's cache generation is above that of every earlier slab
                             // on any of its blocks.
@@ -813,6 +878,20 @@ mod tests {
                         }
                     }
                     Step::Tend => tend_and_check(&mut keeper, &mut source, &mut device, &used_since_drain)?,
+                    Step::Recall => {
+                        let recalls = keeper.stats().snapshot().recalls;
+                        let published = published_blocks(&channel, &keeper);
+                        keeper.recall(&mut source);
+                        for class in 0..CACHE_CLASSES {
+                            prop_assert_eq!(channel.filled(class), device.taken[class]);
+                        }
+                        let device_blocks: u64 = device.held.iter().map(|h| slab_blocks(h.2)).sum();
+                        prop_assert_eq!(keeper.held_bytes(), device_blocks * VABLOCK_BYTES);
+                        prop_assert_eq!(
+                            keeper.stats().snapshot().recalls > recalls,
+                            published > 0
+                        );
+                    }
                     Step::DrainAndReclaim(every) => {
                         // A kernel ends only once its waiting warps have their answers.
                         if !device.unanswered.is_empty() {

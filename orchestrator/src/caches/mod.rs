@@ -20,8 +20,8 @@
 //!    and the one lane whose slots would cross the slab's end (at most one per slab) counts the
 //!    slots left there as freed before it moves on. The warp that finds the slab used
 //!    up takes the class lock and moves the class to the next slab: if `filled[c]` shows it, it
-//!    sets the slab's state, maps its blocks in the block table, publishes the class word and
-//!    writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
+//!    claims it (`claimed[c]`, then `filled[c]` read again, see 5.), sets the slab's state, maps
+//!    its blocks in the block table, publishes the class word and writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
 //!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
 //!    reached), the lanes ask through the mailbox instead. While `denied[c]` holds the class's
 //!    last ask, later warps that find the class used up go to the mailbox without asking; the
@@ -32,6 +32,12 @@
 //!    clears its bitmap and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its
 //!    lap so the host tells new entries from old).
 //! 4. host: reads returned slabs in order and gives their blocks back to the resolver.
+//! 5. host, when the arena has no room for a request while warps run: lowers `filled[c]` to
+//!    `taken[c]`, fences, and reads `claimed[c]`; unless a warp has claimed the entry at
+//!    `taken[c]`, no warp can take the slabs published past it (the warp's claim, fence and
+//!    second read of `filled[c]` see the lowered count), and their blocks go back to the
+//!    resolver for the request; the class's last ask is denied (a warp may wait for what was
+//!    taken back). Otherwise `filled[c]` is put back as it was.
 //!
 //! Invariants: a slab id is in at most one of: free at the host, in a ring, current or exhausted
 //! on the device, in the returns ring; its blocks are a live cache chunk of the resolver from

@@ -7,9 +7,10 @@
 // slots its size needs with a fetch_add of its own, and the one lane whose slots would cross the
 // slab's end counts the slots left there as freed. The warp that finds the slab used up
 // takes the class lock and moves the class to the next slab the host published (it asks once
-// with `demand` and waits when none is there yet); when the host denies it one, the lanes ask
-// through the mailbox instead, and so do the class's next lanes, without asking, until the host
-// publishes a slab or withdraws the denial. A free finds the slab of its address in the block
+// with `demand` and waits when none is there yet; it claims a published slab before it reads
+// it, because the host may take slabs it published back when it needs their room); when the
+// host denies it one, the lanes ask through the mailbox instead, and so do the class's next
+// lanes, without asking, until the host publishes a slab or withdraws the denial. A free finds the slab of its address in the block
 // table, sets the object's bit in the slab's bitmap (a bit already set is a double free) and
 // counts the slab's live slots down by the object's, one atomic per slab and warp; the free that reaches zero
 // unmaps the slab and posts it to the host's returns ring, its bitmap left all set. Each bitmap
@@ -112,6 +113,23 @@ __device__ inline int cache_slab_of_number(const DeviceCaches& c, u32 cls, u32 n
   return -1;
 }
 
+// The class lock's holder: claim entry `index` of class `cls`, which `filled` showed. true: the
+// host has not taken it back, take it; false: it has (it needed the room), the claim is
+// withdrawn and the entry counts as not published. Store, fence, load against the host's
+// recall (lower `filled`, fence, read `claimed`): one of the two sees the other's store
+// (orchestrator/src/caches/channel.rs).
+__device__ inline bool cache_claim(const DeviceCaches& c, u32 cls, u32 index) {
+  system_atomic<u32> claimed(c.claimed[cls]);
+  claimed.store(index + 1, cuda::memory_order_relaxed);
+  cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
+  if (system_atomic<u32>(*const_cast<u32*>(&c.filled[cls])).load(cuda::memory_order_relaxed) >
+      index) {
+    return true;
+  }
+  claimed.store(index, cuda::memory_order_relaxed);
+  return false;
+}
+
 // After a denial (class lock held): put a cursor that warps pushed past the end of slab number
 // `seen` back to the end, so warps that keep finding the class used up while the host denies it
 // slabs never carry the cursor into the slab number.
@@ -137,8 +155,11 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
   u32 pause = kRefillPauseMinNs;
   for (u32 polls = 1;; ++polls) {
     if (cache_peek(&c.filled[cls]) > index) {
-      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
-      break;
+      if (cache_claim(c, cls, index)) {
+        cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+        break;
+      }
+      ask = 0;  // the host took the entry back (it needed the room): ask afresh
     }
     if (ask == 0 && *asks != 0 && cache_peek(&c.denied[cls]) == *asks) {
       // The host denied the class's last ask and has not withdrawn it: no round trip per warp

@@ -83,6 +83,7 @@ struct DeviceCaches {
   u32* taken;                // per class (the class lock's holder)
   u32* demand;               // per class (the class lock's holder)
   u64* returns;              // max_slabs entries: lap << 32 | slab id
+  u32* claimed;              // per class (the class lock's holder): entry being taken + 1
 };
 
 // What a kernel needs to reach the service thread; the runtime fills it in and passes it by
