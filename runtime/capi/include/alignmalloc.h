@@ -83,7 +83,7 @@ typedef struct am_device_caches {
   // Ring entries per class.
   uint32_t ring_len;
   // Device addresses of the caches' arrays.
-  uint64_t addresses[19];
+  uint64_t addresses[20];
 } am_device_caches;
 
 // What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass

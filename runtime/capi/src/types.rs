@@ -118,7 +118,7 @@ pub struct am_device_caches {
     /// Ring entries per class.
     pub ring_len: u32,
     /// Device addresses of the caches' arrays.
-    pub addresses: [u64; 19],
+    pub addresses: [u64; 20],
 }
 
 impl From<DeviceMailbox> for am_device_mailbox {
