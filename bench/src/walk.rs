@@ -116,6 +116,17 @@ pub struct Args {
     /// walker alone, then every device walks its share at once (alignmalloc only; GPU only).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["batches", "output"])]
     devices: Option<runtime::DeviceList>,
+    /// Leave the walks only this much GPU memory (GiB; a device allocation holds the rest from
+    /// the first system's walk on): lists larger than that are paged in and out by the driver.
+    /// GPU only; `cuda-malloc` (a device heap, never paged) and the identity-order rows are
+    /// left out.
+    #[arg(
+        long,
+        value_name = "GIB",
+        value_parser = crate::balloon::gib,
+        conflicts_with_all = ["batches", "devices"]
+    )]
+    gpu_memory_gib: Option<f64>,
 }
 
 /// Which vertex each allocating thread takes.
@@ -281,6 +292,14 @@ pub struct SystemRun {
     pub walks_agree: Option<bool>,
     /// Bytes the system held for the lists (chunk capacity or exact list bytes).
     pub list_bytes: u64,
+    /// `list_bytes` in GiB: what the walk reads.
+    pub working_set_gib: f64,
+    /// GiB of GPU memory the walk had (`--gpu-memory-gib`, as measured once the rest was held
+    /// back); `None`: the whole card.
+    pub gpu_memory_gib: Option<f64>,
+    /// Bytes migrated back to the host during the walk (evictions, under pressure; CUPTI);
+    /// `None` as `htod_bytes` and on the simulator.
+    pub dtoh_bytes: Option<u64>,
     /// On the simulator: the committed H200 run of the same workload, system and placement,
     /// which checks the modelled walk time (`None`: unchecked, so the time and ratio are not
     /// shown).
@@ -309,6 +328,9 @@ impl SystemRun {
             gpu_faults: None,
             walks_agree: None,
             list_bytes,
+            working_set_gib: list_bytes as f64 / crate::balloon::GIB,
+            gpu_memory_gib: None,
+            dtoh_bytes: None,
             h200: None,
         }
     }
@@ -460,7 +482,9 @@ impl Args {
         cli::input_file(self.mtx.as_deref(), "--mtx")?;
         cli::output_file(self.json.as_deref(), "--json")?;
         cli::output_file(self.output.as_deref(), "--output")?;
-        cli::on_gpu(self.backend)
+        let gpu = cli::on_gpu(self.backend)?;
+        crate::balloon::check(self.gpu_memory_gib, gpu)?;
+        Ok(gpu)
     }
 }
 
@@ -527,17 +551,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (runs, times) = match backend {
         BackendKind::Cuda => {
             let mut runs = gpu::run(&rt, &graph, args, &reference)?;
-            // The slot order is a runtime setting: a second runtime, one at a time (each has
-            // its own fault counters).
-            drop(rt);
-            let identity = Runtime::builder()
-                .backend(BackendChoice::Cuda)
-                .fault_counters(true)
-                .slot_order(translator::SlotOrder::Identity)
-                .build()
-                .context("starting the identity-order runtime")?;
-            runs.extend(gpu::identity_order(&identity, &graph, args, &reference)?);
-            (runs, "GPU kernel wall time")
+            if args.gpu_memory_gib.is_some() {
+                note!("identity-order rows left out: --gpu-memory-gib measures the systems' walks");
+                (runs, "GPU kernel wall time")
+            } else {
+                // The slot order is a runtime setting: a second runtime, one at a time (each has
+                // its own fault counters).
+                drop(rt);
+                let identity = Runtime::builder()
+                    .backend(BackendChoice::Cuda)
+                    .fault_counters(true)
+                    .slot_order(translator::SlotOrder::Identity)
+                    .build()
+                    .context("starting the identity-order runtime")?;
+                runs.extend(gpu::identity_order(&identity, &graph, args, &reference)?);
+                (runs, "GPU kernel wall time")
+            }
         }
         BackendKind::Sim => {
             let mut runs = sim::run(&rt, &graph, args, &reference)?;
@@ -637,7 +666,7 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool
     }
     println!("HtoD and faults: {migrations}");
     let mut header = format!(
-        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>6}",
+        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10} {:>8} {:>10} {:>10} {:>10} {:>6}",
         "system",
         "placement",
         if modelled { "build ms*" } else { "build ms" },
@@ -646,7 +675,9 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool
         "walks/s",
         "x ours",
         "lists MiB",
+        "x memory",
         "HtoD MiB",
+        "DtoH MiB",
         "faults",
         "walks"
     );
@@ -663,6 +694,12 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool
     println!(
         "x ours: walk time over alignmalloc's in the same placement (above 1: alignmalloc is faster)"
     );
+    if let Some(gib) = runs.iter().find_map(|r| r.gpu_memory_gib) {
+        println!(
+            "x memory: the lists over the {gib:.2} GiB of GPU memory the walks had \
+             (--gpu-memory-gib); DtoH: pages the driver evicted to make room"
+        );
+    }
     if modelled {
         println!(
             "modelled (not measured): walk ms, walks/s, HtoD MiB and faults; build ms* is the CPU \
@@ -694,7 +731,7 @@ fn table_row(r: &SystemRun, modelled: bool) -> String {
         |x: Option<f64>, decimals: usize| x.map_or("-".to_string(), |x| format!("{x:.decimals$}"));
     let shown = !modelled || r.h200.is_some();
     let mut line = format!(
-        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10.1} {:>10} {:>10} {:>6}",
+        "{:<26} {:<9} {:>10} {:>9} {:>10} {:>12} {:>8} {:>10.1} {:>8} {:>10} {:>10} {:>10} {:>6}",
         r.system,
         format!("{:?}", r.placement).to_lowercase(),
         or_dash(r.build_ms, 2),
@@ -705,7 +742,10 @@ fn table_row(r: &SystemRun, modelled: bool) -> String {
             .map_or("-".to_string(), |w| format!("{w:.3e}")),
         or_dash(r.ratio_to_alignmalloc, 2),
         r.list_bytes as f64 / 1048576.0,
+        or_dash(r.gpu_memory_gib.map(|gib| r.working_set_gib / gib), 2),
         r.htod_bytes
+            .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+        r.dtoh_bytes
             .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0)),
         r.gpu_faults.map_or("-".to_string(), |f| f.to_string()),
         match r.walks_agree {
@@ -731,6 +771,21 @@ fn table_row(r: &SystemRun, modelled: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_row_carries_its_working_set_and_the_gpu_memory_it_had() {
+        let mut run = SystemRun::new("managed-csr", Placement::Host, None, 3 << 29);
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(json["working_set_gib"], 1.5);
+        assert!(json["gpu_memory_gib"].is_null(), "the whole card: null");
+        assert!(json["dtoh_bytes"].is_null());
+        run.gpu_memory_gib = Some(0.75);
+        let row = table_row(&run, false);
+        assert!(
+            row.contains(" 2.00 "),
+            "x memory is the lists over what was left: {row}"
+        );
+    }
 
     fn ring(n: u32) -> Graph {
         let edges: Vec<(u32, u32)> = (0..n).map(|v| (v, (v + 1) % n)).collect();

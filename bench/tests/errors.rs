@@ -67,3 +67,42 @@ fn a_passing_selftest_is_quiet_and_uncoloured_when_piped() {
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+/// `--gpu-memory-gib` is refused before the graph is built where it cannot be honoured: on the
+/// simulator (a big graph would take minutes to generate first), and with no positive size.
+#[test]
+fn gpu_memory_is_refused_before_any_work_where_it_cannot_be_left() {
+    let started = std::time::Instant::now();
+    let (ok, stderr) = run(&[
+        "walk",
+        "--rmat",
+        "26",
+        "--backend",
+        "sim",
+        "--gpu-memory-gib",
+        "4",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("--gpu-memory-gib 4 needs the GPU") && stderr.contains("uvm-oversub"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "refused only after generating the graph"
+    );
+    let (ok, stderr) = run(&["walk", "--rmat", "10", "--gpu-memory-gib", "0"]);
+    assert!(!ok);
+    assert!(stderr.contains("positive number of GiB"), "{stderr}");
+    let (ok, stderr) = run(&[
+        "walk",
+        "--rmat",
+        "10",
+        "--batches",
+        "4",
+        "--gpu-memory-gib",
+        "1",
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}

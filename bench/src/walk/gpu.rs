@@ -38,6 +38,8 @@ pub(super) struct Walker<'a> {
     walk_csr: CudaFunction,
     free: CudaFunction,
     free_heap: CudaFunction,
+    /// GiB of GPU memory the walks have under `--gpu-memory-gib` (`None`: the whole card).
+    gpu_memory_gib: Option<f64>,
 }
 
 /// How a walk reads the graph.
@@ -98,6 +100,7 @@ impl<'a> Walker<'a> {
             walk_csr: load("am_walk_csr")?,
             free: load("am_walk_free")?,
             free_heap: load("am_walk_free_heap")?,
+            gpu_memory_gib: None,
             rt,
             graph,
             args,
@@ -166,7 +169,9 @@ impl<'a> Walker<'a> {
         // `walkers x (length + 1)` or null; all live past the synchronise below.
         unsafe { b.launch(grid(end - first)) }?;
         stream.synchronize()?;
-        Ok((started, ms(started)))
+        let walk_ms = ms(started);
+        tracing::info!(walk_ms, "walk: walked");
+        Ok((started, walk_ms))
     }
 
     /// The walkers of `[first, end)` whose digest differs from the reference after the last
@@ -206,8 +211,14 @@ impl<'a> Walker<'a> {
         before(self)?;
         self.walk(lists)?;
         let mut agree = self.check(run.system)?;
-        let (mut walks, mut fills, mut prefetches, mut htod, mut faults) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut walks, mut fills, mut prefetches, mut htod, mut dtoh, mut faults) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         for _ in 0..self.args.repeats {
             let (fill_ms, prefetch_ms) = before(self)?;
             self.rt.take_faults_if_counting()?;
@@ -218,6 +229,7 @@ impl<'a> Walker<'a> {
             fills.push(fill_ms);
             prefetches.push(prefetch_ms);
             htod.push(f.as_ref().map(|f| f.total.htod_bytes as f64));
+            dtoh.push(f.as_ref().map(|f| f.total.dtoh_bytes as f64));
             faults.push(f.as_ref().map(|f| f.total.gpu_page_faults as f64));
         }
         run.walk_ms_repeats = walks.clone();
@@ -227,6 +239,8 @@ impl<'a> Walker<'a> {
         run.prefetch_ms = median_present(prefetches);
         // Counted on every walk or on none (the runtime's counters are on or off for its life).
         run.htod_bytes = median_present(htod).map(|b| b as u64);
+        run.dtoh_bytes = median_present(dtoh).map(|b| b as u64);
+        run.gpu_memory_gib = self.gpu_memory_gib;
         run.gpu_faults = median_present(faults).map(|f| f as u64);
         run.walks_per_s = Some(self.reference.walkers as f64 / (walk_ms / 1e3));
         run.walks_agree = Some(agree);
@@ -266,6 +280,7 @@ impl<'a> Walker<'a> {
         }?;
         launch.wait()?;
         let build_ms = ms(started);
+        tracing::info!(system, build_ms, "walk: lists built");
         let codes = stream.clone_dtoh(&statuses)?;
         if let Some(v) = codes.iter().position(|&s| s != Status::Ok as u32) {
             bail!(
@@ -294,6 +309,7 @@ impl<'a> Walker<'a> {
             })
         }?;
         launch.wait()?;
+        tracing::info!(system, "walk: lists freed");
         let freed = rt.stream()?.clone_dtoh(&lane_statuses)?;
         let failed: Vec<usize> = (0..freed.len())
             .filter(|&v| freed[v] != LaneStatus::Ok as u32)
@@ -357,6 +373,7 @@ impl<'a> Walker<'a> {
             .filter(|h| !h.is_null())
             .map(|&h| rt.capacity(h))
             .sum::<Result<u64, _>>()?;
+        tracing::info!(system, list_bytes, "walk: capacities read");
         let mut run = SystemRun::new(system, placement, Some(median(&mut builds)), list_bytes);
         let graph = self.graph;
         let lists_arg = Lists::PerVertex {
@@ -513,7 +530,8 @@ impl<'a> Walker<'a> {
         let neighbors_at = offsets_bytes.next_multiple_of(64 << 10);
         let bytes = neighbors_at + self.graph.edges() * 4;
         let blocks = bytes.div_ceil(ortree::VABLOCK_BYTES) as usize;
-        let region = ManagedArena::new(rt.context()?, blocks, false)?;
+        // Under --gpu-memory-gib the CSR is meant not to fit what is left.
+        let region = ManagedArena::new(rt.context()?, blocks, self.gpu_memory_gib.is_some())?;
         let ordinal = rt.device_info().map_or(0, |i| i.ordinal);
         let stream = rt.stream()?.clone();
         let graph = self.graph;
@@ -556,31 +574,51 @@ pub fn run(
 ) -> anyhow::Result<Vec<SystemRun>> {
     let bar = crate::progress::steps(8, "systems");
     bar.set_message("warm-up");
-    let mut w = Walker::new(rt, graph, args, reference, true)?;
+    // No device heap under --gpu-memory-gib (cuda-malloc is left out there).
+    let mut w = Walker::new(rt, graph, args, reference, args.gpu_memory_gib.is_none())?;
+    // Held back from here on, before any managed page reaches the GPU (pages already resident
+    // would stay there beside what is left): the graph's device copy (the build's input), the
+    // walkers' outputs and the runtime's buffers are already placed.
+    let balloon = match args.gpu_memory_gib {
+        Some(gib) => Some(crate::balloon::Balloon::inflate(rt, gib)?),
+        None => None,
+    };
+    w.gpu_memory_gib = balloon.as_ref().map(|b| b.left_gib());
     // Warm-up: the first launches of each kind pay for loading and first-touch costs that the
     // figures should not carry.
     let (handles, _) = w.build_lists("warm-up", false, true)?;
     w.free_lists("warm-up", &handles)?;
-    let (pointers, _) = w.build_heap()?;
-    w.free_heap(&pointers)?;
+    if balloon.is_none() {
+        let (pointers, _) = w.build_heap()?;
+        w.free_heap(&pointers)?;
+    }
     bar.inc(1);
     let mut runs = Vec::new();
     for placement in [Placement::Gpu, Placement::Host] {
         for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
             bar.set_message(format!("{system}, lists filled on the {placement:?}"));
+            tracing::info!(system, ?placement, "walk: next system");
             runs.push(w.alignmalloc(system, contiguous, placement)?);
             bar.inc(1);
         }
     }
     bar.set_message("cuda-malloc");
-    runs.push(w.cuda_malloc()?);
+    if balloon.is_none() {
+        runs.push(w.cuda_malloc()?);
+    } else {
+        crate::progress::note!(
+            "cuda-malloc left out: its lists would live in a device heap, never paged"
+        );
+    }
     bar.inc(1);
     for system in ["managed-csr", "managed-csr-prefetch"] {
         bar.set_message(system);
+        tracing::info!(system, "walk: next system");
         runs.push(w.managed_csr(system == "managed-csr-prefetch")?);
         bar.inc(1);
     }
     bar.finish_and_clear();
+    drop(balloon);
     Ok(runs)
 }
 
