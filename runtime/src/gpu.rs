@@ -582,6 +582,40 @@ impl ManagedArena {
         Ok(())
     }
 
+    /// Advise the driver to keep the arena's pages in host memory and map them for device
+    /// `ordinal` (`cuMemAdvise`: preferred location the host, accessed by the device): the GPU
+    /// reads them over the link instead of migrating them, what a user does for data that does
+    /// not fit the GPU.
+    pub fn prefer_host_mapped_for(&self, ordinal: usize) -> Result<(), GpuError> {
+        bind(&self.context)?;
+        let host = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        };
+        let device = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal as i32,
+        };
+        for (call, advice, location) in [
+            (
+                "cuMemAdvise(SET_PREFERRED_LOCATION, host)",
+                sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                host,
+            ),
+            (
+                "cuMemAdvise(SET_ACCESSED_BY)",
+                sys::CUmem_advise::CU_MEM_ADVISE_SET_ACCESSED_BY,
+                device,
+            ),
+        ] {
+            // SAFETY: the range lies in this managed allocation; advice changes no contents.
+            check(call, unsafe {
+                sys::cuMemAdvise_v2(self.base, self.bytes() as usize, advice, location)
+            })?;
+        }
+        Ok(())
+    }
+
     /// Ask the driver to migrate the whole arena to the GPU on `stream` (cuMemPrefetchAsync):
     /// what a user does before a kernel when the data fits.
     pub fn prefetch_to_device(

@@ -523,8 +523,9 @@ impl<'a> Walker<'a> {
     }
 
     /// The graph as one CSR in managed memory written by the host; with a bulk prefetch to the
-    /// GPU before each walk when `prefetch`.
-    fn managed_csr(&mut self, prefetch: bool) -> anyhow::Result<SystemRun> {
+    /// GPU before each walk when `prefetch`, or kept on the host and mapped for the GPU when
+    /// `host_mapped`.
+    fn managed_csr(&mut self, prefetch: bool, host_mapped: bool) -> anyhow::Result<SystemRun> {
         let rt = self.rt;
         let offsets_bytes = self.graph.offsets.len() as u64 * 8;
         let neighbors_at = offsets_bytes.next_multiple_of(64 << 10);
@@ -535,10 +536,13 @@ impl<'a> Walker<'a> {
         let ordinal = rt.device_info().map_or(0, |i| i.ordinal);
         let stream = rt.stream()?.clone();
         let graph = self.graph;
-        let system = if prefetch {
-            "managed-csr-prefetch"
-        } else {
-            "managed-csr"
+        if host_mapped {
+            region.prefer_host_mapped_for(ordinal)?;
+        }
+        let system = match (prefetch, host_mapped) {
+            (true, _) => "managed-csr-prefetch",
+            (false, true) => "managed-csr-host-mapped",
+            (false, false) => "managed-csr",
         };
         let mut run = SystemRun::new(system, Placement::Host, None, bytes);
         let lists = Lists::Csr {
@@ -572,7 +576,7 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
-    let bar = crate::progress::steps(8, "systems");
+    let bar = crate::progress::steps(9, "systems");
     bar.set_message("warm-up");
     // No device heap under --gpu-memory-gib (cuda-malloc is left out there).
     let mut w = Walker::new(rt, graph, args, reference, args.gpu_memory_gib.is_none())?;
@@ -596,6 +600,10 @@ pub fn run(
     let mut runs = Vec::new();
     for placement in [Placement::Gpu, Placement::Host] {
         for (system, contiguous) in [("alignmalloc", false), ("alignmalloc-contiguous", true)] {
+            if !args.walks(system) {
+                bar.inc(1);
+                continue;
+            }
             bar.set_message(format!("{system}, lists filled on the {placement:?}"));
             tracing::info!(system, ?placement, "walk: next system");
             runs.push(w.alignmalloc(system, contiguous, placement)?);
@@ -603,18 +611,29 @@ pub fn run(
         }
     }
     bar.set_message("cuda-malloc");
-    if balloon.is_none() {
-        runs.push(w.cuda_malloc()?);
-    } else {
-        crate::progress::note!(
+    match (args.walks("cuda-malloc"), balloon.is_none()) {
+        (true, true) => runs.push(w.cuda_malloc()?),
+        (true, false) => crate::progress::note!(
             "cuda-malloc left out: its lists would live in a device heap, never paged"
-        );
+        ),
+        (false, _) => {}
     }
     bar.inc(1);
-    for system in ["managed-csr", "managed-csr-prefetch"] {
+    for system in [
+        "managed-csr",
+        "managed-csr-prefetch",
+        "managed-csr-host-mapped",
+    ] {
+        if !args.walks(system) {
+            bar.inc(1);
+            continue;
+        }
         bar.set_message(system);
         tracing::info!(system, "walk: next system");
-        runs.push(w.managed_csr(system == "managed-csr-prefetch")?);
+        runs.push(w.managed_csr(
+            system == "managed-csr-prefetch",
+            system == "managed-csr-host-mapped",
+        )?);
         bar.inc(1);
     }
     bar.finish_and_clear();

@@ -389,7 +389,7 @@ pub fn run(
     note!(
         "simulator: walks by CPU warps through the runtime, times modelled by uvmsim's H200 profile; \
          lists filled by the host only (lists filled on the GPU migrate nothing, which the model does not price); \
-         cuda-malloc, managed-csr-prefetch and the identity slot order need a GPU"
+         cuda-malloc, managed-csr-prefetch, managed-csr-host-mapped and the identity slot order need a GPU"
     );
     let mut runs = Vec::new();
     let bar = crate::progress::steps(3, "systems");
