@@ -579,7 +579,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             if !args.walks("alignmalloc-identity-order") {
                 (runs, "GPU kernel wall time")
             } else if args.gpu_memory_gib.is_some() {
-                note!("identity-order rows left out: --gpu-memory-gib measures the systems' walks");
+                note!(
+                    "identity-order rows left out under --gpu-memory-gib (their runtime is built \
+                     after the first one is gone, with the GPU's memory held back)"
+                );
                 (runs, "GPU kernel wall time")
             } else {
                 // The slot order is a runtime setting: a second runtime, one at a time (each has

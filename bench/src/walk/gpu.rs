@@ -606,6 +606,7 @@ pub fn run(
             }
             bar.set_message(format!("{system}, lists filled on the {placement:?}"));
             tracing::info!(system, ?placement, "walk: next system");
+            pressure_progress(&balloon, &format!("{system} ({placement:?})"));
             runs.push(w.alignmalloc(system, contiguous, placement)?);
             bar.inc(1);
         }
@@ -630,6 +631,7 @@ pub fn run(
         }
         bar.set_message(system);
         tracing::info!(system, "walk: next system");
+        pressure_progress(&balloon, system);
         runs.push(w.managed_csr(
             system == "managed-csr-prefetch",
             system == "managed-csr-host-mapped",
@@ -639,6 +641,16 @@ pub fn run(
     bar.finish_and_clear();
     drop(balloon);
     Ok(runs)
+}
+
+/// Under `--gpu-memory-gib` a row can take minutes: say which one runs, also off a terminal.
+fn pressure_progress(balloon: &Option<crate::balloon::Balloon>, row: &str) {
+    if let Some(b) = balloon {
+        crate::progress::note!(
+            "walking {row} with {:.2} GiB of GPU memory (under pressure a row can take minutes)",
+            b.left_gib()
+        );
+    }
 }
 
 /// alignmalloc's rows again on a runtime whose arranged chunks use the identity slot order (a
