@@ -373,7 +373,6 @@ impl<'a> Walker<'a> {
             .filter(|h| !h.is_null())
             .map(|&h| rt.capacity(h))
             .sum::<Result<u64, _>>()?;
-        tracing::info!(system, list_bytes, "walk: capacities read");
         let mut run = SystemRun::new(system, placement, Some(median(&mut builds)), list_bytes);
         let graph = self.graph;
         let lists_arg = Lists::PerVertex {
