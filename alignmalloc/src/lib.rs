@@ -76,8 +76,8 @@ pub use runtime::settings;
 pub use runtime::sim::CpuWarp;
 pub use runtime::{
     ArrangedAlloc, BackendChoice, BackendKind, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
-    DEFAULT_SIM_ARENA_BYTES, DeviceList, DeviceSettings, Devices, Error, Launch, Result, Runtime,
-    RuntimeBuilder, SETTLE_TIMEOUT, Settings, cudarc,
+    DEFAULT_SIM_ARENA_BYTES, DeviceList, DeviceSettings, Devices, Error, Launch, Placement, Result,
+    Runtime, RuntimeBuilder, SETTLE_TIMEOUT, Settings, Tier, cudarc,
 };
 pub use translator::{Handle, HandleKind, SlotOrder};
 

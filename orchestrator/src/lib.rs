@@ -6,6 +6,8 @@
 //! - [`resolver`]: allocation and free against `ortree` and `translator`, with every bad input
 //!   turned into a defined status, over the arena's segments (one per reservation);
 //!   [`generations`] tells stale handles from live ones.
+//! - [`placement`]: the tiers of the arena's segments (device or host memory) and which one each
+//!   allocation asks first.
 //! - [`service`]: the service thread (sweep, batch, resolve, reply) and its shutdown.
 //! - [`stats`]: counters and histograms of the service.
 //! - [`cpu`]: warps played by CPU threads, and a host arena, to run the whole path without a GPU.
@@ -18,6 +20,7 @@ pub mod chunks;
 pub mod cpu;
 pub mod generations;
 pub mod mailbox;
+pub mod placement;
 pub mod records;
 mod recycle;
 pub mod regions;
@@ -29,6 +32,7 @@ pub mod stats;
 pub mod sync;
 
 pub use mailbox::{Mailbox, MailboxError, Pending};
+pub use placement::{PlacementRule, Tier};
 pub use records::{
     DeviceCaches, DeviceMailbox, LaneStatus, Op, ReplyRecord, RequestRecord, Status,
 };

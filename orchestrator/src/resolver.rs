@@ -1,13 +1,14 @@
 //! The resolver: turns warp requests into chunks and back, against the arena's segments.
 //!
 //! The arena is one or more segments (contiguous reservations, the `segment` module): the first is
-//! made with the resolver, later ones are added as the arena grows ([`Resolver::add_segment`]). An
-//! allocation is placed in the first segment with room; a free goes to the segment its address
-//! lies in, and an address in no segment is an invalid handle. Every request gets a defined
+//! made with the resolver, later ones are added as the arena grows ([`Resolver::add_segment`]). Each
+//! segment has a tier (the `placement` module); an allocation is placed in the first segment with
+//! room in the order its tier asks them (reservation order where no segment has a tier); a free
+//! goes to the segment its address lies in, and an address in no segment is an invalid handle. Every request gets a defined
 //! status; counters are kept here, over all segments.
 //!
 //! Invariants ([`Resolver::check_invariants`]): each segment's own (see the `segment` module), and
-//! no two segments overlap.
+//! no two segments overlap; every segment has exactly one tier.
 
 use ortree::VABLOCK_BYTES;
 use thiserror::Error;
@@ -16,6 +17,7 @@ use translator::{
     LayoutError, SizeClass, SlotOrder, WARP_LANES, lane_handles,
 };
 
+use crate::placement::{PlacementRule, Tier};
 use crate::records::{CONTIGUOUS_LAYOUT, LaneStatus, Op, ReplyRecord, RequestRecord, Status};
 use crate::segment::{PLAIN_SMALL_MAX, Segment};
 
@@ -57,6 +59,10 @@ pub struct ResolverConfig {
     /// The share of the arena's blocks past which it should grow ahead of need (default
     /// [`GROWTH_MARK`]).
     pub growth_mark: f64,
+    /// The tier of the segment this configuration makes (the first one for [`Resolver::new`]).
+    pub tier: Tier,
+    /// Which tier each allocation asks first (matters only where segments have tiers).
+    pub placement: PlacementRule,
 }
 
 impl ResolverConfig {
@@ -74,6 +80,8 @@ impl ResolverConfig {
             quarantine_bytes: (arena_blocks as u64 * VABLOCK_BYTES / 64).max(8 << 20),
             recycle_small: true,
             growth_mark: GROWTH_MARK,
+            tier: Tier::Any,
+            placement: PlacementRule::default(),
         }
     }
 }
@@ -144,8 +152,11 @@ struct Placed {
 /// The allocator state behind the service thread.
 pub struct Resolver {
     config: ResolverConfig,
-    /// The arena's segments, in the order they were reserved (and are asked for room).
+    /// The arena's segments, in the order they were reserved (and, within a tier, are asked for
+    /// room).
     segments: Vec<Segment>,
+    /// Each segment's tier, by index.
+    tiers: Vec<Tier>,
     counters: ResolverCounters,
     /// An allocation found no room since [`Resolver::take_out_of_memory`] last looked.
     out_of_memory_seen: bool,
@@ -161,6 +172,7 @@ impl Resolver {
     pub fn new(config: ResolverConfig) -> Result<Self, ResolverError> {
         Ok(Self {
             segments: vec![Segment::new(&config)?],
+            tiers: vec![config.tier],
             config,
             counters: ResolverCounters::default(),
             out_of_memory_seen: false,
@@ -172,8 +184,18 @@ impl Resolver {
 
     /// Add a segment of `blocks` VABlocks at `base` (2 MiB aligned, overlapping no segment), set
     /// up like the first in everything but its place and size: a sixteenth of it for small
-    /// chunks (at most 1 GiB), and every other setting the first segment's.
+    /// chunks (at most 1 GiB), and every other setting the first segment's, its tier included.
     pub fn add_segment(&mut self, base: u64, blocks: usize) -> Result<(), ResolverError> {
+        self.add_segment_in(base, blocks, self.config.tier)
+    }
+
+    /// [`Resolver::add_segment`] in tier `tier` (the memory the caller advised it to live in).
+    pub fn add_segment_in(
+        &mut self,
+        base: u64,
+        blocks: usize,
+        tier: Tier,
+    ) -> Result<(), ResolverError> {
         let end = base.saturating_add(blocks as u64 * VABLOCK_BYTES);
         if self.segments.iter().any(|s| {
             let (start, bytes) = s.range();
@@ -188,12 +210,15 @@ impl Resolver {
             arena_base: base,
             arena_blocks: blocks,
             small_blocks: ResolverConfig::new(base, blocks).small_blocks,
+            tier,
             ..self.config.clone()
         };
         self.segments.push(Segment::new(&config)?);
+        self.tiers.push(tier);
         tracing::info!(
             base = format_args!("{base:#x}"),
             blocks,
+            ?tier,
             segments = self.segments.len(),
             "arena segment added"
         );
@@ -459,17 +484,8 @@ impl Resolver {
                 Err(LayoutError::SizeOverLimit { .. }) => return Err(Status::SizeOverLimit),
                 Err(e) => unreachable!("geometry fails only over the limit: {e}"),
             };
-        let mut placed = None;
-        for segment in &mut self.segments {
-            match segment.alloc(geometry, sizes, arrangement) {
-                Ok(at) => {
-                    placed = Some(at);
-                    break;
-                }
-                Err(Status::OutOfMemory) => continue,
-                Err(other) => return Err(other),
-            }
-        }
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let placed = self.first_with_room(largest, |s| s.alloc(geometry, sizes, arrangement))?;
         let Some((chunk_base, generations)) = placed else {
             self.out_of_memory_seen = true;
             if let Some(signal) = &self.growth_signal {
@@ -505,9 +521,10 @@ impl Resolver {
             return Err(Status::SizeOverLimit);
         }
         let placed = self
-            .segments
-            .iter_mut()
-            .find_map(|s| s.alloc_plain(bytes).ok());
+            .first_with_room(bytes, |s| {
+                s.alloc_plain(bytes).map_err(|_| Status::OutOfMemory)
+            })
+            .expect("only room is looked for");
         let Some(base) = placed else {
             self.out_of_memory_seen = true;
             if let Some(signal) = &self.growth_signal {
@@ -530,15 +547,64 @@ impl Resolver {
     /// room (the arena is asked to grow when none has); its base. The slab is a live chunk until
     /// [`Resolver::give_slab`]: host frees of its objects answer [`LaneStatus::CachedObject`].
     pub fn take_slab(&mut self, blocks: u64, class: usize) -> Option<u64> {
+        let object = crate::caches::geometry::class_bytes(class);
         let base = self
-            .segments
-            .iter_mut()
-            .find_map(|s| s.alloc_slab(blocks, class).ok());
+            .first_with_room(object, |s| {
+                s.alloc_slab(blocks, class).map_err(|_| Status::OutOfMemory)
+            })
+            .expect("only room is looked for");
         let wanted_growth = base.is_none() || self.over_growth_mark();
         if wanted_growth && let Some(signal) = &self.growth_signal {
             signal();
         }
         base
+    }
+
+    /// Ask the segments in the order the placement rule gives an allocation whose largest object
+    /// has `largest` bytes, until `place` finds room in one: `Ok(None)` when none had room
+    /// (`place` answered `OutOfMemory` in every segment); any other error is returned at once.
+    fn first_with_room<T>(
+        &mut self,
+        largest: u64,
+        mut place: impl FnMut(&mut Segment) -> Result<T, Status>,
+    ) -> Result<Option<T>, Status> {
+        let wanted = self.config.placement.tier_for(largest);
+        for tier in PlacementRule::asking_order(wanted) {
+            for (segment, _) in self
+                .segments
+                .iter_mut()
+                .zip(&self.tiers)
+                .filter(|(_, t)| **t == tier)
+            {
+                match place(segment) {
+                    Ok(placed) => return Ok(Some(placed)),
+                    Err(Status::OutOfMemory) => continue,
+                    Err(other) => return Err(other),
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The tier of the segment `address` lies in (`None` outside the arena).
+    pub fn tier_of(&self, address: u64) -> Option<Tier> {
+        self.segments
+            .iter()
+            .zip(&self.tiers)
+            .find(|(s, _)| s.contains(address))
+            .map(|(_, t)| *t)
+    }
+
+    /// Bytes of live lane objects in each tier: (device, host, untiered).
+    pub fn object_bytes_by_tier(&self) -> (u64, u64, u64) {
+        self.segments
+            .iter()
+            .zip(&self.tiers)
+            .fold((0, 0, 0), |(d, h, a), (s, t)| match t {
+                Tier::Device => (d + s.object_bytes(), h, a),
+                Tier::Host => (d, h + s.object_bytes(), a),
+                Tier::Any => (d, h, a + s.object_bytes()),
+            })
     }
 
     /// Give back the cache slab at `base`; `false` if no segment holds one there (a bug of the
@@ -730,6 +796,13 @@ impl Resolver {
         ranges.sort_unstable();
         if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
             return Err("two segments overlap".into());
+        }
+        if self.tiers.len() != self.segments.len() {
+            return Err(format!(
+                "{} tiers for {} segments",
+                self.tiers.len(),
+                self.segments.len()
+            ));
         }
         Ok(())
     }

@@ -210,13 +210,16 @@ fn free_word(r: &mut Resolver, op: Op, lane: u32, word: u64) -> LaneStatus {
     LaneStatus::from_code(reply.lane_status[lane as usize]).unwrap()
 }
 
-/// The resolver under test: the default one, two segments, or one whose quarantine holds only
-/// four chunks, so freed small runs reach the recycled lists and come back within a sequence.
+/// The resolver under test: the default one, two segments, one whose quarantine holds only
+/// four chunks, so freed small runs reach the recycled lists and come back within a sequence, or
+/// two tiers (objects of 4 KiB or more ask the first segment, the device tier, first; smaller
+/// ones the second), so allocations skip segments and spill between them.
 #[derive(Clone, Copy, Debug)]
 enum Setup {
     Plain,
     Segmented,
     Recycling,
+    Tiered,
 }
 
 fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
@@ -228,6 +231,18 @@ fn run(steps: Vec<Step>, setup: Setup) -> Result<(), TestCaseError> {
             config.small_blocks = 1;
             config.quarantine_chunks = 4;
             Resolver::new(config).unwrap()
+        }
+        Setup::Tiered => {
+            let mut config = ResolverConfig::new(BASE, 8);
+            config.small_blocks = 1;
+            config.tier = orchestrator::Tier::Device;
+            config.placement = orchestrator::PlacementRule {
+                hot_object_bytes: 4096,
+            };
+            let mut r = Resolver::new(config).unwrap();
+            r.add_segment_in(BASE + (64 << 21), BLOCKS - 8, orchestrator::Tier::Host)
+                .unwrap();
+            r
         }
     };
     let mut occupied = Occupancy::default();
@@ -551,6 +566,11 @@ proptest! {
     #[test]
     fn recycled_small_runs_hand_out_disjoint_memory_and_judge_frees_alike(steps in prop::collection::vec(step(), 1..250)) {
         run(steps, Setup::Recycling)?;
+    }
+
+    #[test]
+    fn tiers_hand_out_disjoint_memory_and_judge_frees_alike(steps in prop::collection::vec(step(), 1..250)) {
+        run(steps, Setup::Tiered)?;
     }
 }
 

@@ -1,25 +1,48 @@
-//! The arena's memory: one reservation at first, more as it grows, up to a cap.
+//! The arena's memory: one reservation at first (two for the tiered placement: the device tier,
+//! then the host tier), more as it grows, up to a cap.
 //!
-//! Each reservation is a segment of the resolver (`Resolver::add_segment`). Growth reserves one
-//! more segment of the first one's size (less at the cap) when an allocation found no room or
+//! Each reservation is a segment of the resolver (`Resolver::add_segment_in`), in a tier
+//! (`orchestrator::placement`) that says how the driver is advised to keep its pages
+//! ([`TierAdvice`]). Growth reserves one more segment, in the growth tier, of the first
+//! reservations' size (less at the cap) when an allocation found no room or
 //! more than three quarters of the blocks are taken; it runs on the runtime's grower thread,
 //! which the resolver wakes then (the service thread never calls CUDA), and, for host
 //! allocations, inline before one retry.
 //!
 //! Invariants: segments never overlap and are never released before the runtime ends; growth is
 //! serialised (`grow_lock`), and a segment's memory is registered here before the resolver may
-//! hand out any of its addresses, so every address the resolver gives lies in some reservation.
+//! hand out any of its addresses, so every address the resolver gives lies in some reservation;
+//! `tiers` has one entry per reservation, the tier the resolver was given for it.
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use orchestrator::Resolver;
 use orchestrator::cpu::HostArena;
+use orchestrator::{Resolver, Tier};
 use ortree::VABLOCK_BYTES;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::gpu::ManagedArena;
+use crate::gpu::{ManagedArena, Residence};
+
+/// How each tier's reservations are advised on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TierAdvice {
+    /// The untiered reservations' advice (several devices: each arena lives on its own).
+    pub untiered: Residence,
+    /// The device the tiers are for.
+    pub ordinal: i32,
+}
+
+impl TierAdvice {
+    fn residence(self, tier: Tier) -> Residence {
+        match tier {
+            Tier::Any => self.untiered,
+            Tier::Device => Residence::Device(self.ordinal),
+            Tier::Host => Residence::HostMappedFor(self.ordinal),
+        }
+    }
+}
 
 /// Where the segments' memory comes from.
 pub(crate) enum Reservations {
@@ -27,8 +50,7 @@ pub(crate) enum Reservations {
     Managed {
         context: Arc<CudaContext>,
         allow_oversubscription: bool,
-        /// The device every segment is advised to live on and be accessed by, if any.
-        advise: Option<i32>,
+        advice: TierAdvice,
         segments: RwLock<Vec<ManagedArena>>,
     },
     /// Host memory (sim backend).
@@ -40,6 +62,10 @@ pub(crate) enum Reservations {
 /// The arena: its reservations and how it grows.
 pub(crate) struct ArenaMemory {
     reservations: Reservations,
+    /// Each reservation's tier, in reservation order.
+    tiers: RwLock<Vec<Tier>>,
+    /// The tier growth reserves in.
+    growth_tier: Tier,
     step_blocks: usize,
     cap_blocks: usize,
     grow_lock: Mutex<()>,
@@ -48,38 +74,78 @@ pub(crate) struct ArenaMemory {
 }
 
 impl ArenaMemory {
+    /// Reservations of `first` (blocks, tier) in order, growing in `growth_tier` up to
+    /// `cap_blocks` in all.
     pub fn managed(
         context: &Arc<CudaContext>,
-        blocks: usize,
+        first: &[(usize, Tier)],
+        growth_tier: Tier,
         cap_blocks: usize,
         allow_oversubscription: bool,
-        advise: Option<i32>,
+        advice: TierAdvice,
     ) -> Result<Self> {
-        let first = ManagedArena::advised(context, blocks, allow_oversubscription, advise)?;
-        Ok(Self {
-            reservations: Reservations::Managed {
+        let segments = first
+            .iter()
+            .map(|&(blocks, tier)| {
+                ManagedArena::advised(
+                    context,
+                    blocks,
+                    allow_oversubscription,
+                    advice.residence(tier),
+                )
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Self::of(
+            Reservations::Managed {
                 context: context.clone(),
                 allow_oversubscription,
-                advise,
-                segments: RwLock::new(vec![first]),
+                advice,
+                segments: RwLock::new(segments),
             },
-            step_blocks: blocks,
-            cap_blocks: cap_blocks.max(blocks),
-            grow_lock: Mutex::new(()),
-            checks: Default::default(),
-        })
+            first,
+            growth_tier,
+            cap_blocks,
+        ))
     }
 
-    pub fn host(blocks: usize, cap_blocks: usize) -> Self {
-        Self {
-            reservations: Reservations::Host {
-                segments: RwLock::new(vec![Arc::new(HostArena::new(blocks))]),
+    /// Host reservations of `first` (blocks, tier) in order (sim backend: tiers order the
+    /// placement, nothing is advised), growing in `growth_tier` up to `cap_blocks`.
+    pub fn host(first: &[(usize, Tier)], growth_tier: Tier, cap_blocks: usize) -> Self {
+        let segments = first
+            .iter()
+            .map(|&(blocks, _)| Arc::new(HostArena::new(blocks)))
+            .collect();
+        Self::of(
+            Reservations::Host {
+                segments: RwLock::new(segments),
             },
+            first,
+            growth_tier,
+            cap_blocks,
+        )
+    }
+
+    fn of(
+        reservations: Reservations,
+        first: &[(usize, Tier)],
+        growth_tier: Tier,
+        cap_blocks: usize,
+    ) -> Self {
+        let blocks: usize = first.iter().map(|f| f.0).sum();
+        Self {
+            reservations,
+            tiers: RwLock::new(first.iter().map(|f| f.1).collect()),
+            growth_tier,
             step_blocks: blocks,
             cap_blocks: cap_blocks.max(blocks),
             grow_lock: Mutex::new(()),
             checks: Default::default(),
         }
+    }
+
+    /// Each reservation's tier, in reservation order (as [`ArenaMemory::segments`]).
+    pub fn tiers(&self) -> Vec<Tier> {
+        self.tiers.read().clone()
     }
 
     /// Times the grower looked whether the arena should grow.
@@ -153,11 +219,15 @@ impl ArenaMemory {
             Reservations::Managed {
                 context,
                 allow_oversubscription,
-                advise,
+                advice,
                 segments,
             } => {
-                let arena =
-                    ManagedArena::advised(context, blocks, *allow_oversubscription, *advise)?;
+                let arena = ManagedArena::advised(
+                    context,
+                    blocks,
+                    *allow_oversubscription,
+                    advice.residence(self.growth_tier),
+                )?;
                 let range = (arena.base(), arena.blocks() as u64 * VABLOCK_BYTES);
                 segments.write().push(arena);
                 range
@@ -169,9 +239,10 @@ impl ArenaMemory {
                 range
             }
         };
+        self.tiers.write().push(self.growth_tier);
         resolver
             .lock()
-            .add_segment(base, (bytes / VABLOCK_BYTES) as usize)?;
+            .add_segment_in(base, (bytes / VABLOCK_BYTES) as usize, self.growth_tier)?;
         tracing::info!(
             base = format_args!("{base:#x}"),
             bytes,

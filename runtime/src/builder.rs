@@ -5,18 +5,20 @@ use std::sync::{Arc, OnceLock};
 
 use orchestrator::caches::{CacheChannel, CacheKeeper, CpuCaches};
 use orchestrator::cpu::{ClosedCheck, CpuDevice};
-use orchestrator::{Mailbox, Resolver, ResolverConfig, Service, ServiceConfig};
+use orchestrator::{
+    Mailbox, PlacementRule, Resolver, ResolverConfig, Service, ServiceConfig, Tier,
+};
 use ortree::VABLOCK_BYTES;
 use parking_lot::Mutex;
 use translator::SlotOrder;
 
-use crate::arena::ArenaMemory;
+use crate::arena::{ArenaMemory, TierAdvice};
 use crate::backend::{Backend, BackendChoice, BackendKind, CudaBackend, SimBackend};
 use crate::error::{Error, Result};
-use crate::gpu::{PinnedCaches, PinnedMailbox};
+use crate::gpu::{PinnedCaches, PinnedMailbox, Residence};
 use crate::runtime::Runtime;
 use crate::settings::{
-    DEFAULT_SIM_ARENA_BYTES, DeviceSettings, MAX_DEVICE_CACHE_FRACTION, Settings,
+    DEFAULT_SIM_ARENA_BYTES, DeviceSettings, MAX_DEVICE_CACHE_FRACTION, Placement, Settings,
 };
 
 /// Most slabs the caches can name (slab ids fit 15 bits of a ring entry): a bound of at most
@@ -118,6 +120,58 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Where the arena's pages live (default [`Placement::Migrate`]; docs/placement.md).
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.settings.placement = placement;
+        self
+    }
+
+    /// [`Placement::Tiered`]: bytes of the device tier (default: half the arena).
+    pub fn device_tier_bytes(mut self, bytes: u64) -> Self {
+        self.settings.device_tier_bytes = Some(bytes);
+        self
+    }
+
+    /// [`Placement::Tiered`]: allocations whose largest object has at least `bytes` ask the
+    /// device tier first, smaller ones the host tier (default 0: all ask the device tier first).
+    pub fn hot_object_bytes(mut self, bytes: u64) -> Self {
+        self.settings.hot_object_bytes = bytes;
+        self
+    }
+
+    /// The first reservations (blocks, tier) of an arena of `blocks` blocks under the
+    /// placement setting, and the tier growth reserves in.
+    fn tier_layout(&self, blocks: usize) -> Result<(Vec<(usize, Tier)>, Tier)> {
+        if self.device_advice && self.settings.placement != Placement::Migrate {
+            return Err(Error::Config(format!(
+                "ALIGNMALLOC_PLACEMENT={} and several devices' arenas both say where pages live: \
+                 use the migrate placement with several devices",
+                self.settings.placement.name()
+            )));
+        }
+        Ok(match self.settings.placement {
+            Placement::Migrate => (vec![(blocks, Tier::Any)], Tier::Any),
+            Placement::HostMapped => (vec![(blocks, Tier::Host)], Tier::Host),
+            Placement::Tiered => {
+                let device = self
+                    .settings
+                    .device_tier_bytes
+                    .map_or(blocks / 2, |b| (b / VABLOCK_BYTES) as usize);
+                let host = blocks.saturating_sub(device);
+                if device < 2 || host < 2 {
+                    return Err(Error::Config(format!(
+                        "ALIGNMALLOC_DEVICE_TIER_BYTES (or the builder's `device_tier_bytes`): a \
+                         device tier of {device} blocks in an arena of {blocks} leaves a tier \
+                         under two 2 MiB blocks; ask for a device tier of 4 MiB to {} bytes, or \
+                         for a larger arena (ALIGNMALLOC_ARENA_BYTES)",
+                        (blocks.saturating_sub(2) as u64) * VABLOCK_BYTES
+                    )));
+                }
+                (vec![(device, Tier::Device), (host, Tier::Host)], Tier::Host)
+            }
+        })
+    }
+
     /// Mailbox ports (default 8192): more ports, fewer warps probing for one.
     pub fn ports(mut self, ports: usize) -> Self {
         self.settings.ports = ports;
@@ -178,6 +232,11 @@ impl RuntimeBuilder {
     pub fn device_settings(mut self, device: DeviceSettings) -> Self {
         self.settings.device = device;
         self
+    }
+
+    /// The settings as set so far (the environment is applied at [`RuntimeBuilder::build`]).
+    pub fn configured(&self) -> &Settings {
+        &self.settings
     }
 
     /// Every setting at once ([`Settings`]; the other calls set one each).
@@ -265,7 +324,8 @@ impl RuntimeBuilder {
                 let bytes = self.settings.arena_bytes.unwrap_or(DEFAULT_SIM_ARENA_BYTES);
                 let blocks = arena_blocks(bytes)?;
                 let cap = self.cap_blocks(blocks);
-                let memory = ArenaMemory::host(blocks, cap);
+                let (first, growth) = self.tier_layout(blocks)?;
+                let memory = ArenaMemory::host(&first, growth, cap);
                 // The CPU warps read the closed flag as often as the CUDA client would.
                 let check = ClosedCheck::every(self.settings.device.polls_per_closed_check);
                 let mut device = CpuDevice::new(mailbox.clone()).with_closed_check(check);
@@ -288,14 +348,24 @@ impl RuntimeBuilder {
                 )
             }
         };
-        let (base, bytes) = memory.segments()[0];
+        let segments = memory.segments();
+        let tiers = memory.tiers();
+        let (base, bytes) = segments[0];
         let mut config = ResolverConfig::new(base, (bytes / VABLOCK_BYTES) as usize);
         config.order = self.order;
         if let Some(chunks) = self.settings.quarantine_chunks {
             config.quarantine_chunks = chunks;
         }
         config.growth_mark = self.settings.growth_mark;
-        let resolver = Arc::new(Mutex::new(Resolver::new(config)?));
+        config.tier = tiers[0];
+        config.placement = PlacementRule {
+            hot_object_bytes: self.settings.hot_object_bytes,
+        };
+        let mut resolver = Resolver::new(config)?;
+        for (&(base, bytes), &tier) in segments.iter().zip(&tiers).skip(1) {
+            resolver.add_segment_in(base, (bytes / VABLOCK_BYTES) as usize, tier)?;
+        }
+        let resolver = Arc::new(Mutex::new(resolver));
         let service = Service::start_with_caches(
             mailbox.clone(),
             resolver.clone(),
@@ -304,8 +374,9 @@ impl RuntimeBuilder {
         )
         .map_err(|e| Error::Config(format!("the service thread did not start: {e}")))?;
         tracing::info!(
-            arena_bytes = bytes,
+            arena_bytes = segments.iter().map(|s| s.1).sum::<u64>(),
             base = format_args!("{base:#x}"),
+            placement = self.settings.placement.name(),
             ports = self.settings.ports,
             "runtime ready"
         );
@@ -359,12 +430,22 @@ impl RuntimeBuilder {
             },
         )?;
         let blocks = arena_blocks(bytes)?;
+        let (first, growth) = self.tier_layout(blocks)?;
+        let ordinal = info.ordinal as i32;
         let memory = ArenaMemory::managed(
             &context,
-            blocks,
+            &first,
+            growth,
             self.cap_blocks(blocks),
             self.settings.allow_oversubscription,
-            self.device_advice.then_some(info.ordinal as i32),
+            TierAdvice {
+                untiered: if self.device_advice {
+                    Residence::Device(ordinal)
+                } else {
+                    Residence::Unadvised
+                },
+                ordinal,
+            },
         )?;
         let mut pinned = PinnedMailbox::new(&context, mailbox.clone())?;
         let (caches, keeper) = match self.cache_blocks(blocks)? {

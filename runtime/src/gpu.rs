@@ -437,6 +437,87 @@ pub struct ManagedArena {
     blocks: usize,
 }
 
+/// Where the driver is advised to keep a managed range's pages (`cuMemAdvise`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residence {
+    /// No advice: pages migrate to whichever processor touches them.
+    Unadvised,
+    /// Preferred in device `0`'s memory and mapped for it (accessed by), so another GPU's
+    /// accesses, or memory pressure, do not leave it faulting on its own pages.
+    Device(i32),
+    /// Preferred in host memory and mapped for device `0`, which reads and writes the pages over
+    /// the link instead of migrating them: what a user does for data that does not fit the GPU.
+    HostMappedFor(i32),
+    /// Read mostly: a processor that reads a page gets its own copy (a write drops the others),
+    /// so reads never move a page away from another processor.
+    ReadMostly,
+}
+
+impl Residence {
+    /// The advice calls that set it: (call's name, advice, location).
+    fn advice(self) -> Vec<(&'static str, sys::CUmem_advise, sys::CUmemLocation)> {
+        let device = |id| sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id,
+        };
+        let host = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        };
+        let accessed_by = |id| {
+            (
+                "cuMemAdvise(SET_ACCESSED_BY)",
+                sys::CUmem_advise::CU_MEM_ADVISE_SET_ACCESSED_BY,
+                device(id),
+            )
+        };
+        match self {
+            Residence::Unadvised => Vec::new(),
+            Residence::Device(id) => vec![
+                (
+                    "cuMemAdvise(SET_PREFERRED_LOCATION, device)",
+                    sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                    device(id),
+                ),
+                accessed_by(id),
+            ],
+            Residence::HostMappedFor(id) => vec![
+                (
+                    "cuMemAdvise(SET_PREFERRED_LOCATION, host)",
+                    sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                    host,
+                ),
+                accessed_by(id),
+            ],
+            Residence::ReadMostly => vec![(
+                "cuMemAdvise(SET_READ_MOSTLY)",
+                sys::CUmem_advise::CU_MEM_ADVISE_SET_READ_MOSTLY,
+                // Read mostly takes no location.
+                device(0),
+            )],
+        }
+    }
+
+    /// Whether its pages count against free device memory (host-resident ones do not).
+    fn in_device_memory(self) -> bool {
+        !matches!(self, Residence::HostMappedFor(_) | Residence::ReadMostly)
+    }
+}
+
+/// Advise the driver to keep `base..base + bytes` as `residence` says.
+///
+/// # Safety
+/// The range must lie in a managed allocation of the bound context.
+unsafe fn advise(base: CUdeviceptr, bytes: usize, residence: Residence) -> Result<(), GpuError> {
+    for (call, advice, location) in residence.advice() {
+        // SAFETY: the caller vouches for the range; advice changes no contents.
+        check(call, unsafe {
+            sys::cuMemAdvise_v2(base, bytes, advice, location)
+        })?;
+    }
+    Ok(())
+}
+
 impl ManagedArena {
     /// Reserve `blocks` VABlocks of managed memory. Refused when they would not fit in free device
     /// memory, unless `allow_oversubscription` (then a warning is logged). No advice: pages go
@@ -446,17 +527,21 @@ impl ManagedArena {
         blocks: usize,
         allow_oversubscription: bool,
     ) -> Result<Self, GpuError> {
-        Self::advised(context, blocks, allow_oversubscription, None)
+        Self::advised(
+            context,
+            blocks,
+            allow_oversubscription,
+            Residence::Unadvised,
+        )
     }
 
-    /// [`ManagedArena::new`], and with `advise` the whole range is advised to prefer that
-    /// device's memory and to stay mapped for it (`cuMemAdvise`: preferred location, accessed
-    /// by), so another GPU's accesses do not move its pages away.
+    /// [`ManagedArena::new`], with the whole range advised as `residence` says. A range advised
+    /// to live in host memory is not measured against free device memory.
     pub fn advised(
         context: &Arc<CudaContext>,
         blocks: usize,
         allow_oversubscription: bool,
-        advise: Option<i32>,
+        residence: Residence,
     ) -> Result<Self, GpuError> {
         bind(context)?;
         let block = ortree::VABLOCK_BYTES;
@@ -465,7 +550,7 @@ impl ManagedArena {
             call: "cuMemGetInfo",
             error,
         })?;
-        if asked > free as u64 {
+        if residence.in_device_memory() && asked > free as u64 {
             if !allow_oversubscription {
                 return Err(GpuError::ArenaTooLarge {
                     asked,
@@ -486,35 +571,15 @@ impl ManagedArena {
             )
         })?;
         let base = allocation.next_multiple_of(block);
-        if let Some(device) = advise {
-            let location = sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: device,
-            };
-            for (call, advice) in [
-                (
-                    "cuMemAdvise(SET_PREFERRED_LOCATION)",
-                    sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
-                ),
-                (
-                    "cuMemAdvise(SET_ACCESSED_BY)",
-                    sys::CUmem_advise::CU_MEM_ADVISE_SET_ACCESSED_BY,
-                ),
-            ] {
-                // SAFETY: the range is the allocation just made; advice changes no contents.
-                let advised = check(call, unsafe {
-                    sys::cuMemAdvise_v2(allocation, bytes, advice, location)
-                });
-                if let Err(e) = advised {
-                    // SAFETY: the allocation above, not yet handed out.
-                    unsafe { sys::cuMemFree_v2(allocation) };
-                    return Err(e);
-                }
-            }
+        // SAFETY: the range is the allocation just made, in the bound context.
+        if let Err(e) = unsafe { advise(allocation, bytes, residence) } {
+            // SAFETY: the allocation above, not yet handed out.
+            unsafe { sys::cuMemFree_v2(allocation) };
+            return Err(e);
         }
         tracing::info!(
             blocks,
-            advised_for = ?advise,
+            ?residence,
             base = format_args!("{base:#x}"),
             "managed arena reserved"
         );
@@ -559,16 +624,7 @@ impl ManagedArena {
     /// # Safety
     /// No kernel may read or write the arena while this runs.
     pub unsafe fn write_from_host(&self, offset: u64, bytes: &[u8]) -> Result<(), GpuError> {
-        if offset
-            .checked_add(bytes.len() as u64)
-            .is_none_or(|end| end > self.bytes())
-        {
-            return Err(GpuError::OutOfBounds {
-                offset,
-                len: bytes.len() as u64,
-                bytes: self.bytes(),
-            });
-        }
+        self.check_range(offset, bytes.len() as u64)?;
         // SAFETY: `offset..offset + len` was checked to lie in this managed allocation, which
         // lives as long as `self`; the caller runs no kernel on it meanwhile (as in
         // `fill_from_host`); the source is a distinct host slice.
@@ -582,57 +638,48 @@ impl ManagedArena {
         Ok(())
     }
 
-    /// Advise the driver to keep the arena's pages in host memory and map them for device
-    /// `ordinal` (`cuMemAdvise`: preferred location the host, accessed by the device): the GPU
-    /// reads them over the link instead of migrating them, what a user does for data that does
-    /// not fit the GPU.
-    pub fn prefer_host_mapped_for(&self, ordinal: usize) -> Result<(), GpuError> {
+    /// Advise the driver to keep `bytes` from `offset` as `residence` says (the arena's later
+    /// advice for a range replaces what it was given before).
+    pub fn advise(&self, offset: u64, bytes: u64, residence: Residence) -> Result<(), GpuError> {
+        self.check_range(offset, bytes)?;
         bind(&self.context)?;
-        let host = sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-            id: 0,
-        };
-        let device = sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: ordinal as i32,
-        };
-        for (call, advice, location) in [
-            (
-                "cuMemAdvise(SET_PREFERRED_LOCATION, host)",
-                sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
-                host,
-            ),
-            (
-                "cuMemAdvise(SET_ACCESSED_BY)",
-                sys::CUmem_advise::CU_MEM_ADVISE_SET_ACCESSED_BY,
-                device,
-            ),
-        ] {
-            // SAFETY: the range lies in this managed allocation; advice changes no contents.
-            check(call, unsafe {
-                sys::cuMemAdvise_v2(self.base, self.bytes() as usize, advice, location)
-            })?;
+        // SAFETY: the range was checked to lie in this managed allocation, of the context just
+        // bound.
+        unsafe { advise(self.base + offset, bytes as usize, residence) }
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<(), GpuError> {
+        if offset.checked_add(len).is_none_or(|end| end > self.bytes()) {
+            return Err(GpuError::OutOfBounds {
+                offset,
+                len,
+                bytes: self.bytes(),
+            });
         }
         Ok(())
     }
 
-    /// Ask the driver to migrate the whole arena to the GPU on `stream` (cuMemPrefetchAsync):
-    /// what a user does before a kernel when the data fits.
+    /// Ask the driver to migrate `bytes` from `offset` to the GPU on `stream`
+    /// (cuMemPrefetchAsync): what a user does before a kernel with what fits.
     pub fn prefetch_to_device(
         &self,
+        offset: u64,
+        bytes: u64,
         ordinal: usize,
         stream: &cudarc::driver::CudaStream,
     ) -> Result<(), GpuError> {
+        self.check_range(offset, bytes)?;
         let location = sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
             id: ordinal as i32,
         };
-        // SAFETY: the range lies in this managed allocation; the stream belongs to its context;
-        // the allocation outlives the prefetch (the caller synchronises before dropping it).
+        // SAFETY: the range was checked to lie in this managed allocation; the stream belongs
+        // to its context; the allocation outlives the prefetch (the caller synchronises before
+        // dropping it).
         check("cuMemPrefetchAsync", unsafe {
             sys::cuMemPrefetchAsync_v2(
-                self.base,
-                self.bytes() as usize,
+                self.base + offset,
+                bytes as usize,
                 location,
                 0,
                 stream.cu_stream(),

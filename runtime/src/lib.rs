@@ -44,8 +44,10 @@ pub use devices::{DeviceList, Devices};
 pub use error::{Error, HandleUse, Result};
 pub use launch::Launch;
 pub use orchestrator::BadFree;
+pub use orchestrator::Tier;
 pub use runtime::{ArrangedAlloc, Runtime, SETTLE_TIMEOUT};
 pub use settings::{
-    DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Settings,
+    DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Placement,
+    Settings,
 };
 pub use translator::Handle;

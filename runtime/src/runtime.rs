@@ -387,6 +387,17 @@ impl Runtime {
         self.resolver.lock().object_bytes()
     }
 
+    /// The tier `address` lies in under the placement setting (`None`: outside the arena;
+    /// docs/placement.md).
+    pub fn tier_of(&self, address: u64) -> Option<orchestrator::Tier> {
+        self.resolver.lock().tier_of(address)
+    }
+
+    /// [`Runtime::object_bytes`] by tier: (device tier, host tier, untiered).
+    pub fn object_bytes_by_tier(&self) -> (u64, u64, u64) {
+        self.resolver.lock().object_bytes_by_tier()
+    }
+
     /// Live chunks (warp allocations with at least one object not freed).
     pub fn live_chunks(&self) -> usize {
         self.resolver.lock().live_chunks()

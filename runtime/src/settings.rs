@@ -51,6 +51,15 @@ pub struct Settings {
     pub max_arena_bytes: Option<u64>,
     /// Whether an arena larger than free device memory is allowed.
     pub allow_oversubscription: bool,
+    /// Where the arena's pages live when the data may not fit the GPU (docs/placement.md).
+    pub placement: Placement,
+    /// [`Placement::Tiered`]: bytes of the device tier, the arena's first reservation (`None`:
+    /// half the arena); the rest of the arena is the host tier.
+    pub device_tier_bytes: Option<u64>,
+    /// [`Placement::Tiered`]: allocations whose largest object has at least this many bytes ask
+    /// the device tier first, smaller ones the host tier (0: every allocation asks the device
+    /// tier first, which then fills in allocation order).
+    pub hot_object_bytes: u64,
     /// Mailbox ports.
     pub ports: usize,
     /// Most bytes the device caches hold (`None`: [`Settings::device_cache_fraction`] of the
@@ -69,6 +78,54 @@ pub struct Settings {
     pub settle_timeout: Duration,
     /// How the kernels this runtime compiles back off while they wait.
     pub device: DeviceSettings,
+}
+
+/// Where the arena's pages live (docs/placement.md): the advice the runtime gives the driver for
+/// each reservation, and so which allocations land where.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// No advice: pages migrate to whichever processor touches them (the driver's default; the
+    /// fastest while the data fits the GPU).
+    #[default]
+    Migrate,
+    /// Every reservation preferred in host memory and mapped for the GPU, which reads and writes
+    /// it over the link instead of migrating it: nothing is evicted, every access pays the link.
+    HostMapped,
+    /// A device tier (preferred on the GPU) and a host tier (host memory mapped for the GPU):
+    /// each allocation asks one first by its largest object, and growth adds to the host tier.
+    Tiered,
+}
+
+impl Placement {
+    /// Every placement with its name in `ALIGNMALLOC_PLACEMENT`.
+    pub const NAMED: [(&'static str, Placement); 3] = [
+        ("migrate", Placement::Migrate),
+        ("host-mapped", Placement::HostMapped),
+        ("tiered", Placement::Tiered),
+    ];
+
+    /// Its name in `ALIGNMALLOC_PLACEMENT`.
+    pub fn name(self) -> &'static str {
+        Self::NAMED
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("migrate", |(name, _)| name)
+    }
+
+    /// The placement named `name`, or an error listing the names.
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::NAMED.iter().map(|(n, _)| *n).collect();
+                Error::Config(format!(
+                    "placement {name:?} is not one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
 }
 
 /// How waiting warps back off: compiled into kernels (`detail/settings.h`). Pauses are in
@@ -207,6 +264,9 @@ impl Default for Settings {
             arena_fraction: DEFAULT_ARENA_FRACTION,
             max_arena_bytes: None,
             allow_oversubscription: false,
+            placement: Placement::Migrate,
+            device_tier_bytes: None,
+            hot_object_bytes: 0,
             ports: DEFAULT_PORTS,
             device_cache_bytes: None,
             device_cache_fraction: DEFAULT_DEVICE_CACHE_FRACTION,
@@ -233,7 +293,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order of docs/settings.md.
-pub const TABLE: [Setting; 20] = [
+pub const TABLE: [Setting; 23] = [
     Setting {
         var: "ALIGNMALLOC_ARENA_BYTES",
         builder: "arena_bytes",
@@ -257,6 +317,24 @@ pub const TABLE: [Setting; 20] = [
         builder: "allow_oversubscription",
         default: "0",
         meaning: "1 allows an arena larger than free device memory (a warning is logged)",
+    },
+    Setting {
+        var: "ALIGNMALLOC_PLACEMENT",
+        builder: "placement",
+        default: "migrate",
+        meaning: "where the arena's pages live: `migrate` (no advice), `host-mapped` (host memory read over the link), `tiered` (a device tier and a host tier; docs/placement.md)",
+    },
+    Setting {
+        var: "ALIGNMALLOC_DEVICE_TIER_BYTES",
+        builder: "device_tier_bytes",
+        default: "half the arena",
+        meaning: "`tiered`: bytes of the device tier, rounded down to 2 MiB blocks; the rest of the arena is the host tier",
+    },
+    Setting {
+        var: "ALIGNMALLOC_HOT_OBJECT_BYTES",
+        builder: "hot_object_bytes",
+        default: "0",
+        meaning: "`tiered`: allocations whose largest object has at least this many bytes ask the device tier first, smaller ones the host tier",
     },
     Setting {
         var: "ALIGNMALLOC_PORTS",
@@ -391,6 +469,16 @@ impl Settings {
         if let Some((var, v)) = get("ALIGNMALLOC_OVERSUBSCRIBE") {
             self.allow_oversubscription = switch(&var, &v)?;
         }
+        if let Some((var, v)) = get("ALIGNMALLOC_PLACEMENT") {
+            self.placement =
+                Placement::parse(&v).map_err(|e| Error::Config(format!("{var}: {e}")))?;
+        }
+        if let Some((var, v)) = get("ALIGNMALLOC_DEVICE_TIER_BYTES") {
+            self.device_tier_bytes = Some(number(&var, &v)?);
+        }
+        if let Some((var, v)) = get("ALIGNMALLOC_HOT_OBJECT_BYTES") {
+            self.hot_object_bytes = number(&var, &v)?;
+        }
         if let Some((var, v)) = get("ALIGNMALLOC_PORTS") {
             self.ports = number(&var, &v)? as usize;
         }
@@ -470,6 +558,23 @@ impl Settings {
                 ),
             );
         }
+        if self.placement != Placement::Tiered
+            && (self.device_tier_bytes.is_some() || self.hot_object_bytes != 0)
+        {
+            let var = if self.device_tier_bytes.is_some() {
+                "ALIGNMALLOC_DEVICE_TIER_BYTES"
+            } else {
+                "ALIGNMALLOC_HOT_OBJECT_BYTES"
+            };
+            return bad(
+                var,
+                format!(
+                    "applies only to the tiered placement (ALIGNMALLOC_PLACEMENT=tiered); the \
+                     placement is {}",
+                    self.placement.name()
+                ),
+            );
+        }
         if self.service.max_batch == 0 {
             return bad(
                 "ALIGNMALLOC_SERVICE_MAX_BATCH",
@@ -525,6 +630,9 @@ mod tests {
             ("ALIGNMALLOC_ARENA_FRACTION", "0.5"),
             ("ALIGNMALLOC_MAX_ARENA_BYTES", " 4294967296 "),
             ("ALIGNMALLOC_OVERSUBSCRIBE", "1"),
+            ("ALIGNMALLOC_PLACEMENT", "tiered"),
+            ("ALIGNMALLOC_DEVICE_TIER_BYTES", "33554432"),
+            ("ALIGNMALLOC_HOT_OBJECT_BYTES", "4096"),
             ("ALIGNMALLOC_PORTS", "64"),
             ("ALIGNMALLOC_DEVICE_CACHE_BYTES", "0"),
             ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.25"),
@@ -548,6 +656,9 @@ mod tests {
         assert_eq!(s.arena_fraction, 0.5);
         assert_eq!(s.max_arena_bytes, Some(4 << 30));
         assert!(s.allow_oversubscription);
+        assert_eq!(s.placement, Placement::Tiered);
+        assert_eq!(s.device_tier_bytes, Some(32 << 20));
+        assert_eq!(s.hot_object_bytes, 4096);
         assert_eq!(s.ports, 64);
         assert_eq!(s.device_cache_bytes, Some(0));
         assert_eq!(s.device_cache_fraction, 0.25);
@@ -571,7 +682,7 @@ mod tests {
             }
         );
         // Every variable of the table was exercised above.
-        assert_eq!(TABLE.len(), 20);
+        assert_eq!(TABLE.len(), 23);
         assert_eq!(with(&[]).unwrap(), default);
     }
 
@@ -582,6 +693,9 @@ mod tests {
             ("ALIGNMALLOC_ARENA_FRACTION", "0"),
             ("ALIGNMALLOC_ARENA_FRACTION", "1.5"),
             ("ALIGNMALLOC_OVERSUBSCRIBE", "maybe"),
+            ("ALIGNMALLOC_PLACEMENT", "device"),
+            ("ALIGNMALLOC_DEVICE_TIER_BYTES", "2GiB"),
+            ("ALIGNMALLOC_HOT_OBJECT_BYTES", "-1"),
             ("ALIGNMALLOC_PORTS", "-1"),
             ("ALIGNMALLOC_GROWTH_MARK", "NaN"),
             ("ALIGNMALLOC_SETTLE_TIMEOUT_MS", "1e3"),
@@ -602,6 +716,9 @@ mod tests {
             ("ALIGNMALLOC_PORTS", "65537"),
             ("ALIGNMALLOC_SERVICE_MAX_BATCH", "0"),
             ("ALIGNMALLOC_DEVICE_CACHE_FRACTION", "0.8"),
+            // A tiered setting without the tiered placement would be ignored: refused instead.
+            ("ALIGNMALLOC_DEVICE_TIER_BYTES", "33554432"),
+            ("ALIGNMALLOC_HOT_OBJECT_BYTES", "4096"),
         ] {
             let err = with(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");

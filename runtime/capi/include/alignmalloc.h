@@ -28,6 +28,24 @@
 // `am_options.slot_order`: lanes in order.
 #define AM_SLOT_ORDER_IDENTITY 1
 
+// `am_options.placement`: no advice, pages migrate to whoever touches them (the default).
+#define AM_PLACEMENT_MIGRATE 0
+
+// `am_options.placement`: the arena in host memory, mapped for the GPU (read over the link).
+#define AM_PLACEMENT_HOST_MAPPED 1
+
+// `am_options.placement`: a device tier and a host tier (docs/placement.md).
+#define AM_PLACEMENT_TIERED 2
+
+// `am_tier_of`: an untiered reservation (the migrate placement).
+#define AM_TIER_ANY 0
+
+// `am_tier_of`: the device tier (preferred on the GPU).
+#define AM_TIER_DEVICE 1
+
+// `am_tier_of`: the host tier (host memory mapped for the GPU).
+#define AM_TIER_HOST 2
+
 // Request statuses counted by `am_counters.by_status` (codes of `am::Status`).
 #define AM_REQUEST_STATUSES 9
 
@@ -69,6 +87,14 @@ typedef struct am_options {
   uint64_t device_cache_bytes;
   // Turn the device caches off: every allocation asks the service thread (default false).
   bool no_device_caches;
+  // `AM_PLACEMENT_MIGRATE` (default), `AM_PLACEMENT_HOST_MAPPED` or `AM_PLACEMENT_TIERED`:
+  // where the arena's pages live (docs/placement.md).
+  uint32_t placement;
+  // `AM_PLACEMENT_TIERED`: bytes of the device tier (0: half the arena).
+  uint64_t device_tier_bytes;
+  // `AM_PLACEMENT_TIERED`: objects of at least this many bytes ask the device tier first,
+  // smaller ones the host tier (0: all ask the device tier first).
+  uint64_t hot_object_bytes;
 } am_options;
 
 // The device caches as kernels see them: the layout of `am::DeviceCaches` (opaque to host
@@ -405,6 +431,13 @@ am_status am_read(const struct am_runtime *runtime,
 // # Safety
 // `bytes` is null or writable.
 am_status am_capacity(const struct am_runtime *runtime, am_handle handle, uint64_t *bytes);
+
+// The tier the object of `handle` lies in (`AM_TIER_ANY`, `AM_TIER_DEVICE` or `AM_TIER_HOST`);
+// an address outside the arena is `AM_ERR_INVALID_ARGUMENT`.
+//
+// # Safety
+// `tier` is null or writable.
+am_status am_tier_of(const struct am_runtime *runtime, am_handle handle, uint32_t *tier);
 
 // The address of byte `offset` of the object behind `handle` (any handle: pure arithmetic, the
 // formula `am::ptr` applies on the device). An arranged object is contiguous only within a

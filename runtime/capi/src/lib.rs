@@ -85,6 +85,26 @@ fn builder_from(options: &am_options) -> Result<runtime::RuntimeBuilder, Failure
             )));
         }
     };
+    let placement = match options.placement {
+        AM_PLACEMENT_MIGRATE => runtime::Placement::Migrate,
+        AM_PLACEMENT_HOST_MAPPED => runtime::Placement::HostMapped,
+        AM_PLACEMENT_TIERED => runtime::Placement::Tiered,
+        other => {
+            return Err(invalid(format!(
+                "options.placement is {other}: expected AM_PLACEMENT_MIGRATE (0), \
+                 AM_PLACEMENT_HOST_MAPPED (1) or AM_PLACEMENT_TIERED (2)"
+            )));
+        }
+    };
+    if placement != runtime::Placement::Tiered
+        && (options.device_tier_bytes != 0 || options.hot_object_bytes != 0)
+    {
+        return Err(invalid(
+            "options.device_tier_bytes and options.hot_object_bytes apply only to \
+             AM_PLACEMENT_TIERED"
+                .into(),
+        ));
+    }
     if options.arena_fraction != 0.0
         && !(options.arena_fraction > 0.0 && options.arena_fraction <= 1.0)
     {
@@ -98,7 +118,14 @@ fn builder_from(options: &am_options) -> Result<runtime::RuntimeBuilder, Failure
         .device(options.device as usize)
         .slot_order(order)
         .allow_oversubscription(options.allow_oversubscription)
-        .fault_counters(options.fault_counters);
+        .fault_counters(options.fault_counters)
+        .placement(placement);
+    if options.device_tier_bytes != 0 {
+        b = b.device_tier_bytes(options.device_tier_bytes);
+    }
+    if options.hot_object_bytes != 0 {
+        b = b.hot_object_bytes(options.hot_object_bytes);
+    }
     if options.ports != 0 {
         b = b.ports(options.ports as usize);
     }
@@ -447,6 +474,40 @@ pub unsafe extern "C" fn am_capacity(
         let capacity = registry::get(runtime)?.runtime.capacity(Handle(handle))?;
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { bytes.write(capacity) };
+        Ok(())
+    })
+}
+
+/// The tier the object of `handle` lies in (`AM_TIER_ANY`, `AM_TIER_DEVICE` or `AM_TIER_HOST`);
+/// an address outside the arena is `AM_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `tier` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn am_tier_of(
+    runtime: *const am_runtime,
+    handle: am_handle,
+    tier: *mut u32,
+) -> am_status {
+    guard("am_tier_of", || {
+        require(tier, "tier")?;
+        let address = Handle(handle).address();
+        let found = registry::get(runtime)?
+            .runtime
+            .tier_of(address)
+            .ok_or_else(|| {
+                Failure::new(
+                    AM_ERR_INVALID_ARGUMENT,
+                    format!("{address:#x} is not in the runtime's arena"),
+                )
+            })?;
+        let code = match found {
+            runtime::Tier::Any => AM_TIER_ANY,
+            runtime::Tier::Device => AM_TIER_DEVICE,
+            runtime::Tier::Host => AM_TIER_HOST,
+        };
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { tier.write(code) };
         Ok(())
     })
 }

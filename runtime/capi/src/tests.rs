@@ -386,6 +386,43 @@ fn host_objects_round_trip_and_bad_input_gets_its_code() {
 }
 
 #[test]
+fn a_tiered_runtime_says_which_tier_each_object_is_in() {
+    let options = am_options {
+        backend: AM_BACKEND_SIM,
+        arena_bytes: 32 << 20,
+        placement: AM_PLACEMENT_TIERED,
+        device_tier_bytes: 8 << 20,
+        hot_object_bytes: 64 << 10,
+        ..Default::default()
+    };
+    let mut rt = null_mut();
+    assert_eq!(
+        // SAFETY: valid locals.
+        unsafe { am_runtime_create(&options, &mut rt) },
+        AM_OK,
+        "{}",
+        last_error()
+    );
+    let (mut hot, mut cold, mut tier) = (0, 0, 7);
+    // SAFETY: valid locals.
+    unsafe {
+        assert_eq!(am_alloc(rt, 1 << 20, &mut hot), AM_OK);
+        assert_eq!(am_alloc(rt, 4 << 10, &mut cold), AM_OK);
+        assert_eq!(am_tier_of(rt, hot, &mut tier), AM_OK);
+        assert_eq!(tier, AM_TIER_DEVICE);
+        assert_eq!(am_tier_of(rt, cold, &mut tier), AM_OK);
+        assert_eq!(tier, AM_TIER_HOST);
+        assert_eq!(am_tier_of(rt, 4096, &mut tier), AM_ERR_INVALID_ARGUMENT);
+        assert!(last_error().contains("not in the runtime's arena"));
+        assert_eq!(am_tier_of(rt, hot, null_mut()), AM_ERR_NULL_ARGUMENT);
+        assert_eq!(am_free(rt, hot), AM_OK);
+        assert_eq!(am_free(rt, cold), AM_OK);
+    }
+    check_clean(rt);
+    assert_eq!(am_runtime_destroy(rt), AM_OK);
+}
+
+#[test]
 fn bad_options_name_the_field() {
     let mut rt = null_mut();
     let options = am_options {
@@ -428,6 +465,29 @@ fn bad_options_name_the_field() {
         unsafe { am_runtime_create(&options, &mut rt) },
         AM_ERR_INVALID_ARGUMENT
     );
+    for (options, named) in [
+        (
+            am_options {
+                placement: 3,
+                ..Default::default()
+            },
+            "options.placement is 3",
+        ),
+        (
+            am_options {
+                hot_object_bytes: 4096,
+                ..Default::default()
+            },
+            "AM_PLACEMENT_TIERED",
+        ),
+    ] {
+        assert_eq!(
+            // SAFETY: valid locals.
+            unsafe { am_runtime_create(&options, &mut rt) },
+            AM_ERR_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains(named), "{}", last_error());
+    }
     let options = am_options {
         arena_fraction: 1.5,
         ..Default::default()

@@ -27,6 +27,20 @@ pub const AM_SLOT_ORDER_PATTERN: u32 = 0;
 /// `am_options.slot_order`: lanes in order.
 pub const AM_SLOT_ORDER_IDENTITY: u32 = 1;
 
+/// `am_options.placement`: no advice, pages migrate to whoever touches them (the default).
+pub const AM_PLACEMENT_MIGRATE: u32 = 0;
+/// `am_options.placement`: the arena in host memory, mapped for the GPU (read over the link).
+pub const AM_PLACEMENT_HOST_MAPPED: u32 = 1;
+/// `am_options.placement`: a device tier and a host tier (docs/placement.md).
+pub const AM_PLACEMENT_TIERED: u32 = 2;
+
+/// `am_tier_of`: an untiered reservation (the migrate placement).
+pub const AM_TIER_ANY: u32 = 0;
+/// `am_tier_of`: the device tier (preferred on the GPU).
+pub const AM_TIER_DEVICE: u32 = 1;
+/// `am_tier_of`: the host tier (host memory mapped for the GPU).
+pub const AM_TIER_HOST: u32 = 2;
+
 /// How to build a runtime. Fill it with `am_options_default`, then change what you need; a
 /// field left 0 keeps its default.
 #[repr(C)]
@@ -57,6 +71,14 @@ pub struct am_options {
     pub device_cache_bytes: u64,
     /// Turn the device caches off: every allocation asks the service thread (default false).
     pub no_device_caches: bool,
+    /// `AM_PLACEMENT_MIGRATE` (default), `AM_PLACEMENT_HOST_MAPPED` or `AM_PLACEMENT_TIERED`:
+    /// where the arena's pages live (docs/placement.md).
+    pub placement: u32,
+    /// `AM_PLACEMENT_TIERED`: bytes of the device tier (0: half the arena).
+    pub device_tier_bytes: u64,
+    /// `AM_PLACEMENT_TIERED`: objects of at least this many bytes ask the device tier first,
+    /// smaller ones the host tier (0: all ask the device tier first).
+    pub hot_object_bytes: u64,
 }
 
 impl Default for am_options {
@@ -74,6 +96,9 @@ impl Default for am_options {
             slot_order: AM_SLOT_ORDER_PATTERN,
             device_cache_bytes: 0,
             no_device_caches: false,
+            placement: AM_PLACEMENT_MIGRATE,
+            device_tier_bytes: 0,
+            hot_object_bytes: 0,
         }
     }
 }

@@ -158,6 +158,26 @@ int main(void) {
   expect_status("a forged runtime", am_free((am_runtime*)&options, 8), AM_ERR_INVALID_RUNTIME);
   expect("an unknown status has a name", strcmp(am_status_name(-5), "unknown status") == 0);
 
+  // A tiered arena: large objects in the device tier, small ones in the host tier.
+  expect_status("defaults again", am_options_default(&options), AM_OK);
+  options.backend = AM_BACKEND_SIM;
+  options.arena_bytes = 32u << 20;
+  options.placement = AM_PLACEMENT_TIERED;
+  options.device_tier_bytes = 8u << 20;
+  options.hot_object_bytes = 64u << 10;
+  expect_status("create (tiered)", am_runtime_create(&options, &rt), AM_OK);
+  am_handle hot = 0, cold = 0;
+  uint32_t tier = 99;
+  expect_status("alloc 1 MiB", am_alloc(rt, 1u << 20, &hot), AM_OK);
+  expect_status("alloc 4 KiB", am_alloc(rt, 4u << 10, &cold), AM_OK);
+  expect_status("tier of the large object", am_tier_of(rt, hot, &tier), AM_OK);
+  expect("it is in the device tier", tier == AM_TIER_DEVICE);
+  expect_status("tier of the small object", am_tier_of(rt, cold, &tier), AM_OK);
+  expect("it is in the host tier", tier == AM_TIER_HOST);
+  expect_status("free the large object", am_free(rt, hot), AM_OK);
+  expect_status("free the small object", am_free(rt, cold), AM_OK);
+  expect_status("destroy (tiered)", am_runtime_destroy(rt), AM_OK);
+
   printf("capi: %d passed, %d failed\n", passed, failed);
   return failed != 0;
 }
