@@ -10,11 +10,17 @@
 //! (`am::malloc_contiguous`: arrangement off), `cuda-malloc` (CUDA's device heap: device memory
 //! that never migrates, so it is the floor, not a competitor on migration) and
 //! `alignmalloc-identity-order` (a second runtime whose arranged chunks use the identity slot
-//! order instead of the pattern order). Before each read
+//! order instead of the pattern order), and `managed` (one plain `cuMemAllocManaged` region, each
+//! thread's range in turn, no advice: what a program that does not use an allocator has). Before
+//! each read
 //! kernel the host writes every alignmalloc object (so its pages start on the host); the read
 //! kernel's wall time is the median of `--repeats` after a warm-up. Objects are allocated and freed
 //! again for every repeat, so later repeats reuse memory that has moved both ways, as a program's
 //! loop would.
+//!
+//! `--gpu-memory-gib N` holds all but N GiB of the GPU's memory from before the first row
+//! (`balloon`), so rows whose objects are larger page in and out under the real driver;
+//! `--placement` sets alignmalloc's arena placement (docs/placement.md).
 //!
 //! Without a GPU the same patterns over the same two layouts go through uvmsim (modelled times,
 //! with the H200's constants, said so in the report).
@@ -24,6 +30,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
+use runtime::gpu::ManagedArena;
 use runtime::{BackendChoice, Handle, Runtime};
 use serde::Serialize;
 use translator::SlotOrder;
@@ -60,6 +67,14 @@ pub struct Args {
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Leave the reads only this much GPU memory (GiB; a device allocation holds the rest from
+    /// before the first row): rows whose objects are larger are paged in and out by the
+    /// driver. GPU only; `cuda-malloc` (a device heap, never paged) and the identity-order
+    /// rows are left out.
+    #[arg(long, value_name = "GIB", value_parser = crate::balloon::gib)]
+    gpu_memory_gib: Option<f64>,
+    #[command(flatten)]
+    placement: crate::arena_placement::PlacementArgs,
 }
 
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
@@ -80,6 +95,11 @@ struct Row {
     /// Migrated to the GPU during the read kernel (CUPTI on the GPU, a lower bound under load;
     /// modelled on sim); `None` where the counters are off (another tool holds CUPTI).
     htod_bytes: Option<u64>,
+    /// What the row's objects hold, GiB (threads x range).
+    working_set_gib: f64,
+    /// GiB of GPU memory the reads had (`--gpu-memory-gib`, as measured once the rest was
+    /// held back); `None`: the whole card.
+    gpu_memory_gib: Option<f64>,
 }
 
 impl Row {
@@ -101,6 +121,8 @@ impl Row {
             ms_repeats,
             ratio_to_alignmalloc: None,
             htod_bytes,
+            working_set_gib: (u64::from(threads) * range_bytes) as f64 / crate::balloon::GIB,
+            gpu_memory_gib: None,
         }
     }
 }
@@ -186,25 +208,7 @@ impl<'a> Gpu<'a> {
                 rt.write(Handle(h), 0, fill)?;
             }
         }
-        let mut sink = stream.alloc_zeros::<u64>(1)?;
-        rt.take_faults_if_counting()?;
-        let pattern = spec.pattern as u32;
-        let mut b = stream.launch_builder(&self.pattern);
-        b.arg(&handles)
-            .arg(&threads)
-            .arg(&pattern)
-            .arg(&spec.range)
-            .arg(&spec.reads)
-            .arg(&spec.seed)
-            .arg(&mut sink);
-        let started = Instant::now();
-        // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned pattern, u64
-        // range, unsigned reads, u64 seed, u64* sink): `threads` live objects of `range` bytes
-        // (raw device-heap pointers are plain handles), one sink word; synchronised below.
-        unsafe { b.launch(grid(u64::from(threads))) }?;
-        stream.synchronize()?;
-        let ms = started.elapsed().as_secs_f64() * 1e3;
-        let htod = rt.take_faults_if_counting()?.map(|f| f.total.htod_bytes);
+        let (ms, htod) = self.read(spec, &handles)?;
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode, unsigned*
         // statuses): the handles just allocated, each freed once.
         unsafe {
@@ -214,6 +218,64 @@ impl<'a> Gpu<'a> {
         }?
         .wait()?;
         crate::alloc::check_empty(rt, system)?;
+        Ok((ms, htod))
+    }
+
+    /// One repeat of plain managed memory: one `cuMemAllocManaged` region, each thread's range
+    /// in turn, written by the host, then read (timed) and released.
+    fn repeat_managed(
+        &self,
+        spec: &Spec,
+        fill: &[u8],
+        under_pressure: bool,
+    ) -> anyhow::Result<(f64, Option<u64>)> {
+        let rt = self.rt;
+        let stream = rt.stream()?.clone();
+        let bytes = u64::from(spec.threads) * spec.range;
+        let blocks = bytes.div_ceil(ortree::VABLOCK_BYTES) as usize;
+        let region = ManagedArena::new(rt.context()?, blocks, under_pressure)?;
+        for t in 0..u64::from(spec.threads) {
+            // SAFETY: no kernel runs on the region yet (it was just made; the read is launched
+            // after this loop).
+            unsafe { region.write_from_host(t * spec.range, fill)? };
+        }
+        let starts: Vec<u64> = (0..u64::from(spec.threads))
+            .map(|t| region.base() + t * spec.range)
+            .collect();
+        let handles = stream.clone_htod(&starts)?;
+        // The region lives until the read was waited for (`read` synchronizes).
+        self.read(spec, &handles)
+    }
+
+    /// The timed read kernel over `handles` (plain addresses are plain handles): wall time in
+    /// ms and the bytes migrated to the GPU meanwhile.
+    fn read(
+        &self,
+        spec: &Spec,
+        handles: &cudarc::driver::CudaSlice<u64>,
+    ) -> anyhow::Result<(f64, Option<u64>)> {
+        let rt = self.rt;
+        let stream = rt.stream()?.clone();
+        let threads = spec.threads;
+        let mut sink = stream.alloc_zeros::<u64>(1)?;
+        rt.take_faults_if_counting()?;
+        let pattern = spec.pattern as u32;
+        let mut b = stream.launch_builder(&self.pattern);
+        b.arg(handles)
+            .arg(&threads)
+            .arg(&pattern)
+            .arg(&spec.range)
+            .arg(&spec.reads)
+            .arg(&spec.seed)
+            .arg(&mut sink);
+        let started = Instant::now();
+        // SAFETY: am_uvm_pattern(const u64* handles, unsigned threads, unsigned pattern, u64
+        // range, unsigned reads, u64 seed, u64* sink): `threads` live objects of `range` bytes
+        // (raw pointers are plain handles), one sink word; synchronised below.
+        unsafe { b.launch(grid(u64::from(threads))) }?;
+        stream.synchronize()?;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let htod = rt.take_faults_if_counting()?.map(|f| f.total.htod_bytes);
         Ok((ms, htod))
     }
 }
@@ -243,9 +305,20 @@ fn with_ratios(rows: &mut [Row]) {
     }
 }
 
-/// Every row on the GPU: the pattern slot order's runtime for alignmalloc, arrangement off and
-/// CUDA's heap, then a runtime in the identity slot order for alignmalloc again (the slot order
-/// is a runtime setting; one runtime at a time, so each has its own fault counters).
+/// Who holds a row's objects on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// Allocated in a kernel (alignmalloc's layouts, CUDA's heap).
+    Kernel(System),
+    /// One plain managed region written by the host (`managed`).
+    Managed,
+}
+
+/// Every row on the GPU: the pattern slot order's runtime for alignmalloc, arrangement off,
+/// CUDA's heap and plain managed memory, then a runtime in the identity slot order for
+/// alignmalloc again (the slot order is a runtime setting; one runtime at a time, so each has its
+/// own fault counters). Under --gpu-memory-gib only the first runtime's rows but CUDA's heap run,
+/// with the memory held back from before the first row.
 fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
     let largest = configs(args)
         .iter()
@@ -253,20 +326,40 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
         .max()
         .unwrap_or(0);
     let fill = vec![1u8; configs(args).iter().map(|c| c.2).max().unwrap_or(0) as usize];
-    let runs: [(SlotOrder, &[(System, &'static str)]); 2] = [
-        (
-            SlotOrder::Pattern,
-            &[
-                (System::Alignmalloc, "alignmalloc"),
-                (System::AlignmallocContiguous, "alignmalloc-contiguous"),
-                (System::CudaMalloc, "cuda-malloc"),
-            ],
-        ),
-        (
-            SlotOrder::Identity,
-            &[(System::Alignmalloc, "alignmalloc-identity-order")],
-        ),
-    ];
+    let pressure = args.gpu_memory_gib.is_some();
+    let first: &[(Holder, &'static str)] = if pressure {
+        &[
+            (Holder::Kernel(System::Alignmalloc), "alignmalloc"),
+            (
+                Holder::Kernel(System::AlignmallocContiguous),
+                "alignmalloc-contiguous",
+            ),
+            (Holder::Managed, "managed"),
+        ]
+    } else {
+        &[
+            (Holder::Kernel(System::Alignmalloc), "alignmalloc"),
+            (
+                Holder::Kernel(System::AlignmallocContiguous),
+                "alignmalloc-contiguous",
+            ),
+            (Holder::Kernel(System::CudaMalloc), "cuda-malloc"),
+            (Holder::Managed, "managed"),
+        ]
+    };
+    let identity: &[(Holder, &'static str)] = &[(
+        Holder::Kernel(System::Alignmalloc),
+        "alignmalloc-identity-order",
+    )];
+    let runs: Vec<(SlotOrder, &[(Holder, &'static str)])> = if pressure {
+        note!(
+            "under --gpu-memory-gib: cuda-malloc (a device heap, never paged) and the identity \
+             order's rows (a second runtime) are left out"
+        );
+        vec![(SlotOrder::Pattern, first)]
+    } else {
+        vec![(SlotOrder::Pattern, first), (SlotOrder::Identity, identity)]
+    };
     let total: usize = runs.iter().map(|(_, systems)| systems.len()).sum::<usize>()
         * configs(args).len()
         * PATTERNS.len()
@@ -276,17 +369,30 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
     let mut device_name = String::new();
     let mut migrations = String::new();
     for (order, systems) in runs {
-        let rt = Runtime::builder()
+        let builder = Runtime::builder()
             .backend(args.backend)
             .fault_counters(true)
-            .slot_order(order)
+            .slot_order(order);
+        let rt = args
+            .placement
+            .apply(builder, args.gpu_memory_gib)?
             .build()
             .context("starting the runtime")?;
+        if let Some(line) = args.placement.describe(&rt) {
+            note!("{line}");
+        }
         device_name = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
         migrations = rt.fault_counting().to_string();
         // CUDA fixes the heap's size before the first kernel that calls malloc.
-        let heap = (order == SlotOrder::Pattern).then_some(largest + largest / 2 + (256 << 20));
+        let heap = (order == SlotOrder::Pattern && !pressure)
+            .then_some(largest + largest / 2 + (256 << 20));
         let device = Gpu::new(&rt, heap)?;
+        // Held back from here on, before any object's page reaches the GPU.
+        let balloon = match args.gpu_memory_gib {
+            Some(gib) => Some(crate::balloon::Balloon::inflate(&rt, gib)?),
+            None => None,
+        };
+        let left_gib = balloon.as_ref().map(|b| b.left_gib());
         for (test, threads, range) in configs(args) {
             for pattern in PATTERNS {
                 let spec = Spec {
@@ -297,7 +403,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                     reads: args.reads,
                     seed: args.seed,
                 };
-                for &(system, name) in systems {
+                for &(holder, name) in systems {
                     progress.set_message(format!(
                         "{test} {threads} x {} KiB {pattern:?} {name}",
                         range >> 10
@@ -305,7 +411,11 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                     let mut times = Vec::new();
                     let mut htod = Vec::new();
                     for r in 0..=args.repeats {
-                        let (ms, bytes) = device.repeat(&spec, system, &fill[..range as usize])?;
+                        let fill = &fill[..range as usize];
+                        let (ms, bytes) = match holder {
+                            Holder::Kernel(system) => device.repeat(&spec, system, fill)?,
+                            Holder::Managed => device.repeat_managed(&spec, fill, pressure)?,
+                        };
                         progress.inc(1);
                         if r > 0 {
                             times.push(ms);
@@ -325,17 +435,13 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                     let htod: Option<Vec<f64>> =
                         htod.into_iter().map(|b| b.map(|b| b as f64)).collect();
                     let htod = htod.map(|mut h| median(&mut h) as u64);
-                    rows.push(Row::new(
-                        (test, threads, range),
-                        pattern,
-                        name,
-                        ms,
-                        times,
-                        htod,
-                    ));
+                    let mut row = Row::new((test, threads, range), pattern, name, ms, times, htod);
+                    row.gpu_memory_gib = left_gib;
+                    rows.push(row);
                 }
             }
         }
+        drop(balloon);
     }
     progress.finish_and_clear();
     Ok((rows, device_name, migrations))
@@ -388,7 +494,10 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
-    let (backend, device, times, migrations, mut rows) = if cli::on_gpu(args.backend)? {
+    let gpu = cli::on_gpu(args.backend)?;
+    crate::balloon::check(args.gpu_memory_gib, gpu)?;
+    args.placement.check(gpu)?;
+    let (backend, device, times, migrations, mut rows) = if gpu {
         note!("backend: Cuda");
         let (rows, device, migrations) = gpu_rows(args)?;
         ("Cuda", device, "GPU kernel wall time", migrations, rows)
@@ -406,12 +515,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("times: {times}");
     println!("HtoD: {migrations}");
     println!(
-        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>10}",
-        "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "HtoD MiB"
+        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10}",
+        "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "x memory", "HtoD MiB"
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>10}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -420,11 +529,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.ms,
             r.ratio_to_alignmalloc
                 .map_or("-".into(), |x| format!("{x:.2}")),
+            r.gpu_memory_gib
+                .map_or("-".into(), |gib| format!("{:.2}", r.working_set_gib / gib)),
             r.htod_bytes
                 .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0))
         );
     }
     println!("x ours: time over alignmalloc's on the same row (above 1: alignmalloc is faster)");
+    if let Some(gib) = rows.iter().find_map(|r| r.gpu_memory_gib) {
+        println!(
+            "x memory: the row's objects over the {gib:.2} GiB of GPU memory the reads had \
+             (--gpu-memory-gib)"
+        );
+    }
     if let Some(path) = &args.json {
         let report = Report {
             backend: backend.to_string(),
@@ -468,6 +585,10 @@ mod tests {
         assert_eq!(rows.len(), 3 * 3 * 2);
         // Every object is read, so every row migrates at least the pages it reads.
         assert!(rows.iter().all(|r| r["htod_bytes"].as_u64().unwrap() > 0));
+        // The whole card (no --gpu-memory-gib): the objects' GiB and no memory held back.
+        assert!(rows.iter().all(|r| r["gpu_memory_gib"].is_null()));
+        let ws = rows[0]["working_set_gib"].as_f64().unwrap();
+        assert_eq!(ws, 1024.0 * 4096.0 / (1u64 << 30) as f64);
         // Lockstep over 256 KiB: the arranged layout moves one block per warp read.
         let lockstep: Vec<&serde_json::Value> = rows
             .iter()
@@ -486,6 +607,14 @@ mod tests {
         ] {
             let err = parse::<Args>(words).err().expect("refused").to_string();
             assert!(err.contains(words[0]), "{err}");
+        }
+        for words in [
+            &["--backend", "sim", "--gpu-memory-gib", "4"][..],
+            &["--backend", "sim", "--placement", "tiered"],
+        ] {
+            let args: Args = parse(words).unwrap();
+            let err = format!("{:#}", run(&args).unwrap_err());
+            assert!(err.contains(words[2]) && err.contains("GPU"), "{err}");
         }
         let args: Args = parse(&["--json", "/nonexistent/a.json"]).unwrap();
         assert!(format!("{:#}", run(&args).unwrap_err()).contains("--json /nonexistent"));

@@ -6,6 +6,7 @@ use tracing_subscriber::EnvFilter;
 
 mod access;
 mod alloc;
+mod arena_placement;
 mod balloon;
 mod cli;
 mod graph;

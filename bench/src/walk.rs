@@ -129,19 +129,23 @@ pub struct Args {
         conflicts_with_all = ["batches", "devices"]
     )]
     gpu_memory_gib: Option<f64>,
+    #[command(flatten)]
+    placement: crate::arena_placement::PlacementArgs,
     /// Walk only these systems (comma-separated names as in the table; all by default).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SYSTEMS))]
     systems: Option<Vec<String>>,
 }
 
 /// Every system `walk` knows, as `--systems` names them.
-pub const SYSTEMS: [&str; 7] = [
+pub const SYSTEMS: [&str; 9] = [
     "alignmalloc",
     "alignmalloc-contiguous",
     "cuda-malloc",
     "managed-csr",
     "managed-csr-prefetch",
     "managed-csr-host-mapped",
+    "managed-csr-read-mostly",
+    "managed-csr-prefetch-fit",
     "alignmalloc-identity-order",
 ];
 
@@ -325,6 +329,12 @@ pub struct SystemRun {
     /// Bytes migrated back to the host during the walk (evictions, under pressure; CUPTI);
     /// `None` as `htod_bytes` and on the simulator.
     pub dtoh_bytes: Option<u64>,
+    /// alignmalloc's rows: the arena's placement setting (`walk --placement`); `None` for the
+    /// other systems.
+    pub arena_placement: Option<&'static str>,
+    /// alignmalloc's rows under the tiered or host-mapped placement: bytes of the lists in the
+    /// device tier (their capacity; the rest are in the host tier).
+    pub device_tier_bytes: Option<u64>,
     /// On the simulator: the committed H200 run of the same workload, system and placement,
     /// which checks the modelled walk time (`None`: unchecked, so the time and ratio are not
     /// shown).
@@ -356,6 +366,8 @@ impl SystemRun {
             working_set_gib: list_bytes as f64 / crate::balloon::GIB,
             gpu_memory_gib: None,
             dtoh_bytes: None,
+            arena_placement: None,
+            device_tier_bytes: None,
             h200: None,
         }
     }
@@ -509,11 +521,20 @@ impl Args {
         cli::output_file(self.output.as_deref(), "--output")?;
         let gpu = cli::on_gpu(self.backend)?;
         crate::balloon::check(self.gpu_memory_gib, gpu)?;
+        self.placement.check(gpu)?;
         Ok(gpu)
     }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.placement.placement()? != runtime::Placement::Migrate
+        && (args.batches.is_some() || args.devices.is_some())
+    {
+        bail!(
+            "walk --placement applies to one runtime's static walks, not with --batches or \
+             --devices"
+        );
+    }
     if let Some(batches) = args.batches {
         return dynamic::run(args, batches);
     }
@@ -556,7 +577,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
+    let mut builder = args.placement.apply(
+        Runtime::builder().backend(args.backend).fault_counters(gpu),
+        args.gpu_memory_gib,
+    )?;
     if !gpu {
         // Host memory standing in for the GPU's (pages are committed as they are used); on the
         // GPU the arena is the runtime's default share of free memory.
@@ -564,6 +588,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let rt = builder.build().context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    let arena_placement = args.placement.placement()?.name();
+    if let Some(line) = args.placement.describe(&rt) {
+        note!("{line}");
+    }
     let backend = rt.backend();
     let backend_reason = rt.backend_reason().to_string();
     let device = rt
@@ -617,6 +645,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     };
     let mut runs = with_ratios(runs);
+    for r in runs
+        .iter_mut()
+        .filter(|r| r.system.starts_with("alignmalloc"))
+    {
+        r.arena_placement = Some(arena_placement);
+    }
     let modelled = backend == BackendKind::Sim;
     if modelled {
         // The model's walk times are several times the H200's, by a factor that differs between
@@ -725,6 +759,18 @@ fn print_table(runs: &[SystemRun], times: &str, migrations: &str, modelled: bool
     println!(
         "x ours: walk time over alignmalloc's in the same placement (above 1: alignmalloc is faster)"
     );
+    for r in runs {
+        if let (Some(placement), Some(device)) = (r.arena_placement, r.device_tier_bytes) {
+            println!(
+                "{} ({}): {:.1} of its {:.1} MiB of lists in the device tier ({placement} \
+                 placement), the rest in host memory mapped for the GPU",
+                r.system,
+                format!("{:?}", r.placement).to_lowercase(),
+                device as f64 / 1048576.0,
+                r.list_bytes as f64 / 1048576.0
+            );
+        }
+    }
     if let Some(gib) = runs.iter().find_map(|r| r.gpu_memory_gib) {
         println!(
             "x memory: the lists over the {gib:.2} GiB of GPU memory the walks had \
@@ -810,6 +856,8 @@ mod tests {
         assert_eq!(json["working_set_gib"], 1.5);
         assert!(json["gpu_memory_gib"].is_null(), "the whole card: null");
         assert!(json["dtoh_bytes"].is_null());
+        assert!(json["arena_placement"].is_null(), "not alignmalloc's");
+        assert!(json["device_tier_bytes"].is_null());
         run.gpu_memory_gib = Some(0.75);
         let row = table_row(&run, false);
         assert!(

@@ -68,41 +68,89 @@ fn a_passing_selftest_is_quiet_and_uncoloured_when_piped() {
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
 
+/// Run `words`; it must fail, soon (before a large graph would be generated), with every one of
+/// `wanted` in its message.
+fn refused_before_any_work(words: &[&str], wanted: &[&str]) {
+    let started = std::time::Instant::now();
+    let (ok, stderr) = run(words);
+    assert!(!ok, "{words:?} ran");
+    for w in wanted {
+        assert!(stderr.contains(w), "{words:?}: wanted {w:?} in {stderr}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{words:?} was refused only after the work began"
+    );
+}
+
 /// `--gpu-memory-gib` is refused before the graph is built where it cannot be honoured: on the
 /// simulator (a big graph would take minutes to generate first), and with no positive size.
 #[test]
 fn gpu_memory_is_refused_before_any_work_where_it_cannot_be_left() {
-    let started = std::time::Instant::now();
-    let (ok, stderr) = run(&[
-        "walk",
-        "--rmat",
-        "26",
-        "--backend",
-        "sim",
-        "--gpu-memory-gib",
-        "4",
-    ]);
-    assert!(!ok);
-    assert!(
-        stderr.contains("--gpu-memory-gib 4 needs the GPU") && stderr.contains("uvm-oversub"),
-        "{stderr}"
+    refused_before_any_work(
+        &[
+            "walk",
+            "--rmat",
+            "26",
+            "--backend",
+            "sim",
+            "--gpu-memory-gib",
+            "4",
+        ],
+        &["--gpu-memory-gib 4 needs the GPU", "uvm-oversub"],
     );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
-        "refused only after generating the graph"
+    refused_before_any_work(
+        &["walk", "--rmat", "10", "--gpu-memory-gib", "0"],
+        &["positive number of GiB"],
     );
-    let (ok, stderr) = run(&["walk", "--rmat", "10", "--gpu-memory-gib", "0"]);
-    assert!(!ok);
-    assert!(stderr.contains("positive number of GiB"), "{stderr}");
-    let (ok, stderr) = run(&[
-        "walk",
-        "--rmat",
-        "10",
-        "--batches",
-        "4",
-        "--gpu-memory-gib",
-        "1",
-    ]);
-    assert!(!ok);
-    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    refused_before_any_work(
+        &[
+            "walk",
+            "--rmat",
+            "10",
+            "--batches",
+            "4",
+            "--gpu-memory-gib",
+            "1",
+        ],
+        &["cannot be used with"],
+    );
+}
+
+/// `--placement` and `--hot-object-bytes` likewise: the simulator does not model advice, a
+/// threshold needs the tiered placement, and dynamic walks keep the default.
+#[test]
+fn an_arena_placement_is_refused_before_any_work_where_it_cannot_apply() {
+    refused_before_any_work(
+        &[
+            "walk",
+            "--rmat",
+            "26",
+            "--backend",
+            "sim",
+            "--placement",
+            "tiered",
+        ],
+        &["--placement tiered needs a GPU", "advice"],
+    );
+    refused_before_any_work(
+        &["walk", "--rmat", "10", "--hot-object-bytes", "4096"],
+        &["only to --placement tiered"],
+    );
+    refused_before_any_work(
+        &["walk", "--rmat", "10", "--placement", "device"],
+        &["host-mapped", "tiered"],
+    );
+    refused_before_any_work(
+        &[
+            "walk",
+            "--rmat",
+            "10",
+            "--batches",
+            "4",
+            "--placement",
+            "host-mapped",
+        ],
+        &["not with --batches"],
+    );
 }

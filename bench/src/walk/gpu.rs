@@ -6,7 +6,7 @@ use anyhow::{Context, bail, ensure};
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
-use runtime::gpu::ManagedArena;
+use runtime::gpu::{ManagedArena, Residence};
 use runtime::{Handle, Runtime};
 
 use crate::launch::grid;
@@ -374,6 +374,19 @@ impl<'a> Walker<'a> {
             .map(|&h| rt.capacity(h))
             .sum::<Result<u64, _>>()?;
         let mut run = SystemRun::new(system, placement, Some(median(&mut builds)), list_bytes);
+        let tiered = rt
+            .arena_segments()
+            .iter()
+            .any(|s| rt.tier_of(s.0) != Some(runtime::Tier::Any));
+        if tiered {
+            let mut device_tier = 0;
+            for &h in lists.iter().filter(|h| !h.is_null()) {
+                if rt.tier_of(h.address()) == Some(runtime::Tier::Device) {
+                    device_tier += rt.capacity(h)?;
+                }
+            }
+            run.device_tier_bytes = Some(device_tier);
+        }
         let graph = self.graph;
         let lists_arg = Lists::PerVertex {
             lists: &handles,
@@ -521,10 +534,9 @@ impl<'a> Walker<'a> {
         self.free_heap(&pointers).map(|()| run)
     }
 
-    /// The graph as one CSR in managed memory written by the host; with a bulk prefetch to the
-    /// GPU before each walk when `prefetch`, or kept on the host and mapped for the GPU when
-    /// `host_mapped`.
-    fn managed_csr(&mut self, prefetch: bool, host_mapped: bool) -> anyhow::Result<SystemRun> {
+    /// The graph as one CSR in managed memory written by the host before each walk, advised as
+    /// `advice` says.
+    fn managed_csr(&mut self, advice: CsrAdvice) -> anyhow::Result<SystemRun> {
         let rt = self.rt;
         let offsets_bytes = self.graph.offsets.len() as u64 * 8;
         let neighbors_at = offsets_bytes.next_multiple_of(64 << 10);
@@ -535,15 +547,26 @@ impl<'a> Walker<'a> {
         let ordinal = rt.device_info().map_or(0, |i| i.ordinal);
         let stream = rt.stream()?.clone();
         let graph = self.graph;
-        if host_mapped {
-            region.prefer_host_mapped_for(ordinal)?;
+        // What fits: three quarters of what --gpu-memory-gib left (as alignmalloc's device
+        // tier), the offsets first and then the lists of the lowest ids; all of it on the whole
+        // card.
+        let fits = self.gpu_memory_gib.map_or(region.bytes(), |gib| {
+            ((gib * 0.75 * crate::balloon::GIB) as u64 / ortree::VABLOCK_BYTES
+                * ortree::VABLOCK_BYTES)
+                .min(region.bytes())
+        });
+        match advice {
+            CsrAdvice::None | CsrAdvice::Prefetch => {}
+            CsrAdvice::HostMapped => {
+                region.advise(0, region.bytes(), Residence::HostMappedFor(ordinal as i32))?
+            }
+            CsrAdvice::ReadMostly => region.advise(0, region.bytes(), Residence::ReadMostly)?,
+            CsrAdvice::PrefetchWhatFits => {
+                region.advise(0, region.bytes(), Residence::HostMappedFor(ordinal as i32))?;
+                region.advise(0, fits, Residence::Device(ordinal as i32))?;
+            }
         }
-        let system = match (prefetch, host_mapped) {
-            (true, _) => "managed-csr-prefetch",
-            (false, true) => "managed-csr-host-mapped",
-            (false, false) => "managed-csr",
-        };
-        let mut run = SystemRun::new(system, Placement::Host, None, bytes);
+        let mut run = SystemRun::new(advice.system(), Placement::Host, None, bytes);
         let lists = Lists::Csr {
             offsets: region.base(),
             neighbors: region.base() + neighbors_at,
@@ -557,15 +580,55 @@ impl<'a> Walker<'a> {
                 region.write_from_host(neighbors_at, bytemuck::cast_slice(&graph.neighbors))?;
             }
             let fill_ms = ms(started);
-            if !prefetch {
-                return Ok((Some(fill_ms), None));
-            }
+            let prefetched = match advice {
+                CsrAdvice::Prefetch => region.bytes(),
+                CsrAdvice::PrefetchWhatFits => fits,
+                _ => return Ok((Some(fill_ms), None)),
+            };
             let started = Instant::now();
-            region.prefetch_to_device(ordinal, &stream)?;
+            region.prefetch_to_device(0, prefetched, ordinal, &stream)?;
             stream.synchronize()?;
             Ok((Some(fill_ms), Some(ms(started))))
         })?;
         Ok(run)
+    }
+}
+
+/// How a managed CSR baseline is advised: what a careful user would try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CsrAdvice {
+    /// No advice: pages migrate on first touch (`managed-csr`).
+    None,
+    /// The whole CSR prefetched to the GPU before each walk (`managed-csr-prefetch`).
+    Prefetch,
+    /// Preferred in host memory, mapped for the GPU (`managed-csr-host-mapped`).
+    HostMapped,
+    /// Read mostly: the GPU reads its own copies (`managed-csr-read-mostly`).
+    ReadMostly,
+    /// Host-mapped, with what fits the GPU's memory preferred there and prefetched before
+    /// each walk (`managed-csr-prefetch-fit`).
+    PrefetchWhatFits,
+}
+
+impl CsrAdvice {
+    /// Every baseline, in the table's order.
+    pub const ALL: [CsrAdvice; 5] = [
+        CsrAdvice::None,
+        CsrAdvice::Prefetch,
+        CsrAdvice::HostMapped,
+        CsrAdvice::ReadMostly,
+        CsrAdvice::PrefetchWhatFits,
+    ];
+
+    /// Its system name.
+    pub fn system(self) -> &'static str {
+        match self {
+            CsrAdvice::None => "managed-csr",
+            CsrAdvice::Prefetch => "managed-csr-prefetch",
+            CsrAdvice::HostMapped => "managed-csr-host-mapped",
+            CsrAdvice::ReadMostly => "managed-csr-read-mostly",
+            CsrAdvice::PrefetchWhatFits => "managed-csr-prefetch-fit",
+        }
     }
 }
 
@@ -575,7 +638,7 @@ pub fn run(
     args: &Args,
     reference: &Reference,
 ) -> anyhow::Result<Vec<SystemRun>> {
-    let bar = crate::progress::steps(9, "systems");
+    let bar = crate::progress::steps(11, "systems");
     bar.set_message("warm-up");
     // No device heap under --gpu-memory-gib (cuda-malloc is left out there).
     let mut w = Walker::new(rt, graph, args, reference, args.gpu_memory_gib.is_none())?;
@@ -619,11 +682,8 @@ pub fn run(
         (false, _) => {}
     }
     bar.inc(1);
-    for system in [
-        "managed-csr",
-        "managed-csr-prefetch",
-        "managed-csr-host-mapped",
-    ] {
+    for advice in CsrAdvice::ALL {
+        let system = advice.system();
         if !args.walks(system) {
             bar.inc(1);
             continue;
@@ -631,10 +691,7 @@ pub fn run(
         bar.set_message(system);
         tracing::info!(system, "walk: next system");
         pressure_progress(&balloon, system);
-        runs.push(w.managed_csr(
-            system == "managed-csr-prefetch",
-            system == "managed-csr-host-mapped",
-        )?);
+        runs.push(w.managed_csr(advice)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
