@@ -20,7 +20,9 @@
 //!
 //! `--gpu-memory-gib N` holds all but N GiB of the GPU's memory from before the first row
 //! (`balloon`), so rows whose objects are larger page in and out under the real driver;
-//! `--placement` sets alignmalloc's arena placement (docs/placement.md).
+//! `--placement` sets alignmalloc's arena placement (docs/placement.md). On the simulator the same
+//! option models N GiB of GPU memory, and `--gpu-json` sets a GPU run's rows beside the model's
+//! (model/GPU; ratios hidden where the model is off by more than 30%).
 //!
 //! Without a GPU the same patterns over the same two layouts go through uvmsim (modelled times,
 //! with the H200's constants, said so in the report).
@@ -75,7 +77,15 @@ pub struct Args {
     gpu_memory_gib: Option<f64>,
     #[command(flatten)]
     placement: crate::arena_placement::PlacementArgs,
+    /// On the simulator: a GPU run's JSON of the same rows (`access --json` on a GPU, same
+    /// options), set beside the model's (`model/GPU` per row). Where the model is off by more
+    /// than 30% its ratios are not shown.
+    #[arg(long, value_name = "FILE")]
+    gpu_json: Option<PathBuf>,
 }
+
+/// How far the model may be from the GPU before its ratios are not shown.
+const MODEL_TOLERANCE: f64 = 0.3;
 
 const PATTERNS: [Pattern; 3] = [Pattern::Lockstep, Pattern::Independent, Pattern::Sweep];
 
@@ -98,8 +108,12 @@ struct Row {
     /// What the row's objects hold, GiB (threads x range).
     working_set_gib: f64,
     /// GiB of GPU memory the reads had (`--gpu-memory-gib`, as measured once the rest was
-    /// held back); `None`: the whole card.
+    /// held back); `None`: the whole card. On the simulator: the GPU memory modelled.
     gpu_memory_gib: Option<f64>,
+    /// On the simulator with `--gpu-json`: the GPU's time for the same row, ms.
+    gpu_ms: Option<f64>,
+    /// `ms` over `gpu_ms`: how far the model is from the GPU.
+    model_over_gpu: Option<f64>,
 }
 
 impl Row {
@@ -123,7 +137,24 @@ impl Row {
             htod_bytes,
             working_set_gib: (u64::from(threads) * range_bytes) as f64 / crate::balloon::GIB,
             gpu_memory_gib: None,
+            gpu_ms: None,
+            model_over_gpu: None,
         }
+    }
+
+    /// Whether the model is off the GPU by more than [`MODEL_TOLERANCE`] on this row.
+    fn model_off(&self) -> bool {
+        self.model_over_gpu
+            .is_some_and(|x| (x - 1.0).abs() > MODEL_TOLERANCE)
+    }
+
+    /// Whether `other` is the same row of another run (test, size, pattern, system).
+    fn same_row(&self, other: &serde_json::Value) -> bool {
+        other["test"] == self.test
+            && other["threads"] == self.threads
+            && other["range_bytes"] == self.range_bytes
+            && other["pattern"] == serde_json::to_value(self.pattern).unwrap_or_default()
+            && other["system"] == self.system
     }
 }
 
@@ -447,8 +478,12 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
     Ok((rows, device_name, migrations))
 }
 
-/// Every row in the simulator: both layouts, modelled.
+/// Every row in the simulator: both layouts, modelled; with `--gpu-memory-gib` the model's GPU
+/// holds that much managed data and evicts beyond it.
 fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
+    let capacity = args
+        .gpu_memory_gib
+        .map(|gib| (gib * crate::balloon::GIB) as u64);
     let cost = uvmsim::profile::H200_COST;
     let mut rows = Vec::new();
     let bar = crate::progress::steps((configs(args).len() * PATTERNS.len()) as u64, "rows");
@@ -473,18 +508,21 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
                 };
                 let config = SimConfig {
                     cost,
+                    gpu_capacity: capacity,
                     ..crate::uvm::sim_config(threads)
                 };
                 let report = Simulator::run(config, &spec.trace(1 << 40))?;
                 let k = &report.kernels[0];
-                rows.push(Row::new(
+                let mut row = Row::new(
                     (test, threads, range),
                     pattern,
                     system.name(),
                     k.modelled_ns / 1e6,
                     Vec::new(),
                     Some(k.counts.htod_bytes()),
-                ));
+                );
+                row.gpu_memory_gib = args.gpu_memory_gib;
+                rows.push(row);
             }
         }
     }
@@ -492,10 +530,87 @@ fn sim_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Set the GPU run of `path` beside the model's rows: each row's GPU time and model/GPU. The GPU
+/// run must have had the GPU memory the model is given (within 5%, or both the whole card).
+fn beside_gpu(
+    rows: &mut [Row],
+    path: &std::path::Path,
+    gpu_memory_gib: Option<f64>,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--gpu-json {}: reading it", path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--gpu-json {}: not JSON", path.display()))?;
+    if report["backend"] != "Cuda" {
+        bail!(
+            "--gpu-json {}: its backend is {}, not a GPU run (`access --json` on a GPU)",
+            path.display(),
+            report["backend"]
+        );
+    }
+    let gpu_rows = report["rows"].as_array().cloned().unwrap_or_default();
+    for row in rows.iter_mut() {
+        let Some(measured) = gpu_rows.iter().find(|g| row.same_row(g)) else {
+            continue;
+        };
+        let left = measured["gpu_memory_gib"].as_f64();
+        let alike = match (left, gpu_memory_gib) {
+            (None, None) => true,
+            (Some(a), Some(b)) => (a / b - 1.0).abs() <= 0.05,
+            _ => false,
+        };
+        if !alike {
+            bail!(
+                "--gpu-json {}: the GPU run had {} of GPU memory, the model {}: give the model \
+                 the same --gpu-memory-gib",
+                path.display(),
+                left.map_or("the whole card".into(), |g| format!("{g:.2} GiB")),
+                gpu_memory_gib.map_or("the whole card".into(), |g| format!("{g:.2} GiB"))
+            );
+        }
+        if let Some(ms) = measured["ms"].as_f64() {
+            row.gpu_ms = Some(ms);
+            row.model_over_gpu = Some(row.ms / ms);
+        }
+    }
+    if rows.iter().all(|r| r.gpu_ms.is_none()) {
+        bail!(
+            "--gpu-json {}: none of its rows is one of the model's (same tests, sizes and \
+             patterns)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Hide the modelled ratios of rows where the model, on the row or on alignmalloc's row beside
+/// it, is off the GPU by more than [`MODEL_TOLERANCE`]; the number of rows off.
+fn hide_ratios_where_the_model_is_off(rows: &mut [Row]) -> usize {
+    let off: Vec<(&'static str, u64, Pattern)> = rows
+        .iter()
+        .filter(|r| r.model_off())
+        .map(|r| (r.test, r.range_bytes, r.pattern))
+        .collect();
+    for r in rows.iter_mut() {
+        if off.contains(&(r.test, r.range_bytes, r.pattern)) {
+            r.ratio_to_alignmalloc = None;
+        }
+    }
+    rows.iter().filter(|r| r.model_off()).count()
+}
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
+    cli::input_file(args.gpu_json.as_deref(), "--gpu-json")?;
     let gpu = cli::on_gpu(args.backend)?;
-    crate::balloon::check(args.gpu_memory_gib, gpu)?;
+    if gpu {
+        crate::balloon::check(args.gpu_memory_gib, gpu)?;
+        if args.gpu_json.is_some() {
+            bail!(
+                "access --gpu-json sets a GPU run beside the simulator's: use it with --backend sim"
+            );
+        }
+    }
     args.placement.check(gpu)?;
     let (backend, device, times, migrations, mut rows) = if gpu {
         note!("backend: Cuda");
@@ -512,15 +627,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         )
     };
     with_ratios(&mut rows);
+    let mut off = 0;
+    if let Some(path) = &args.gpu_json {
+        beside_gpu(&mut rows, path, args.gpu_memory_gib)?;
+        off = hide_ratios_where_the_model_is_off(&mut rows);
+    }
     println!("times: {times}");
     println!("HtoD: {migrations}");
+    let beside = args.gpu_json.is_some();
     println!(
-        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10}",
-        "test", "threads", "range KiB", "pattern", "system", "ms", "x ours", "x memory", "HtoD MiB"
+        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10}{}",
+        "test",
+        "threads",
+        "range KiB",
+        "pattern",
+        "system",
+        "ms",
+        "x ours",
+        "x memory",
+        "HtoD MiB",
+        if beside {
+            format!(" {:>10} {:>10}", "GPU ms", "model/GPU")
+        } else {
+            String::new()
+        }
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10}{}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -532,10 +666,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.gpu_memory_gib
                 .map_or("-".into(), |gib| format!("{:.2}", r.working_set_gib / gib)),
             r.htod_bytes
-                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0))
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+            if beside {
+                format!(
+                    " {:>10} {:>10}",
+                    r.gpu_ms.map_or("-".into(), |ms| format!("{ms:.3}")),
+                    r.model_over_gpu.map_or("-".into(), |x| format!(
+                        "{x:.2}{}",
+                        if r.model_off() { "*" } else { "" }
+                    ))
+                )
+            } else {
+                String::new()
+            }
         );
     }
     println!("x ours: time over alignmalloc's on the same row (above 1: alignmalloc is faster)");
+    if beside {
+        println!(
+            "model/GPU: the modelled time over the GPU's for the same row (--gpu-json); * marks \
+             the {off} rows where the model is off by more than {:.0}%: the modelled ratios of \
+             those rows' test are not shown (docs/uvmsim.md)",
+            MODEL_TOLERANCE * 100.0
+        );
+    }
     if let Some(gib) = rows.iter().find_map(|r| r.gpu_memory_gib) {
         println!(
             "x memory: the row's objects over the {gib:.2} GiB of GPU memory the reads had \
@@ -597,6 +751,87 @@ mod tests {
         assert!(lockstep[1]["ratio_to_alignmalloc"].as_f64().unwrap() > 1.0);
     }
 
+    /// A GPU run beside the model: model/GPU per row, the ratios of a test hidden where the
+    /// model is off by more than 30% on one of its rows, and a GPU run with other memory refused.
+    #[test]
+    fn the_model_is_set_beside_a_gpu_run_and_its_ratios_hidden_where_it_is_off() {
+        let words = |json: &str, gpu: Option<&str>| {
+            let mut w = vec![
+                "--backend",
+                "sim",
+                "--random-kib",
+                "16",
+                "--large-kib",
+                "1024",
+                "--reads",
+                "10",
+                "--gpu-memory-gib",
+                "0.0625",
+                "--json",
+            ];
+            w.push(json);
+            if let Some(g) = gpu {
+                w.extend(["--gpu-json", g]);
+            }
+            w.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        };
+        let parse_owned = |w: Vec<String>| {
+            let refs: Vec<&str> = w.iter().map(String::as_str).collect();
+            parse::<Args>(&refs).unwrap()
+        };
+        let model = temp("model.json");
+        run(&parse_owned(words(model.to_str().unwrap(), None))).unwrap();
+        let mut gpu = take_json(&model);
+        // A GPU run equal to the model but on one row, where the GPU took twice as long.
+        gpu["backend"] = "Cuda".into();
+        let slow = gpu["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|r| r["test"] == "large" && r["pattern"] == "Sweep")
+            .unwrap();
+        let doubled = gpu["rows"][slow]["ms"].as_f64().unwrap() * 2.0;
+        gpu["rows"][slow]["ms"] = doubled.into();
+        let gpu_path = temp("gpu.json");
+        std::fs::write(&gpu_path, gpu.to_string()).unwrap();
+        let out = temp("beside.json");
+        run(&parse_owned(words(
+            out.to_str().unwrap(),
+            gpu_path.to_str(),
+        )))
+        .unwrap();
+        let report = take_json(&out);
+        for r in report["rows"].as_array().unwrap() {
+            let x = r["model_over_gpu"].as_f64().unwrap();
+            let large_sweep = r["test"] == "large" && r["pattern"] == "Sweep";
+            if large_sweep {
+                assert!(r["ratio_to_alignmalloc"].is_null(), "hidden: {r}");
+            } else {
+                assert!((x - 1.0).abs() < 1e-9, "{r}");
+                assert!(r["ratio_to_alignmalloc"].is_number(), "shown: {r}");
+            }
+        }
+        // The GPU run had other memory than the model is given: refused, naming both.
+        let mut other = gpu.clone();
+        for r in other["rows"].as_array_mut().unwrap() {
+            r["gpu_memory_gib"] = 0.5.into();
+        }
+        std::fs::write(&gpu_path, other.to_string()).unwrap();
+        let err = format!(
+            "{:#}",
+            run(&parse_owned(words(
+                out.to_str().unwrap(),
+                gpu_path.to_str()
+            )))
+            .unwrap_err()
+        );
+        assert!(
+            err.contains("0.50 GiB") && err.contains("0.06 GiB"),
+            "{err}"
+        );
+        let _ = std::fs::remove_file(&gpu_path);
+    }
+
     #[test]
     fn bad_options_are_refused_naming_the_option() {
         for words in [
@@ -608,14 +843,12 @@ mod tests {
             let err = parse::<Args>(words).err().expect("refused").to_string();
             assert!(err.contains(words[0]), "{err}");
         }
-        for words in [
-            &["--backend", "sim", "--gpu-memory-gib", "4"][..],
-            &["--backend", "sim", "--placement", "tiered"],
-        ] {
-            let args: Args = parse(words).unwrap();
-            let err = format!("{:#}", run(&args).unwrap_err());
-            assert!(err.contains(words[2]) && err.contains("GPU"), "{err}");
-        }
+        let args: Args = parse(&["--backend", "sim", "--placement", "tiered"]).unwrap();
+        let err = format!("{:#}", run(&args).unwrap_err());
+        assert!(err.contains("--placement") && err.contains("GPU"), "{err}");
+        let args: Args = parse(&["--backend", "sim", "--gpu-json", "/nonexistent.json"]).unwrap();
+        let err = format!("{:#}", run(&args).unwrap_err());
+        assert!(err.contains("--gpu-json /nonexistent.json"), "{err}");
         let args: Args = parse(&["--json", "/nonexistent/a.json"]).unwrap();
         assert!(format!("{:#}", run(&args).unwrap_err()).contains("--json /nonexistent"));
     }
