@@ -43,7 +43,7 @@ use crate::cli;
 use crate::launch::grid;
 use crate::patterns::{Layout, Pattern, Spec};
 use crate::progress::note;
-use crate::stats::median;
+use crate::stats::{median, median_present};
 
 /// Options of `access`.
 #[derive(clap::Args)]
@@ -105,6 +105,9 @@ struct Row {
     /// Migrated to the GPU during the read kernel (CUPTI on the GPU, a lower bound under load;
     /// modelled on sim); `None` where the counters are off (another tool holds CUPTI).
     htod_bytes: Option<u64>,
+    /// Migrated back to the host during the read kernel (evictions under pressure; CUPTI on the
+    /// GPU); `None` where the counters are off and on the simulator.
+    dtoh_bytes: Option<u64>,
     /// What the row's objects hold, GiB (threads x range).
     working_set_gib: f64,
     /// GiB of GPU memory the reads had (`--gpu-memory-gib`, as measured once the rest was
@@ -139,6 +142,7 @@ impl Row {
             gpu_memory_gib: None,
             gpu_ms: None,
             model_over_gpu: None,
+            dtoh_bytes: None,
         }
     }
 
@@ -169,6 +173,14 @@ struct Report {
     repeats: u32,
     seed: u64,
     rows: Vec<Row>,
+}
+
+/// One timed read: the kernel's wall time, ms, and what migrated meanwhile (CUPTI; `None` where
+/// the counters are off).
+struct Read {
+    ms: f64,
+    htod: Option<u64>,
+    dtoh: Option<u64>,
 }
 
 struct Gpu<'a> {
@@ -202,12 +214,7 @@ impl<'a> Gpu<'a> {
     }
 
     /// One repeat: allocate, fill from the host (alignmalloc), read (timed), free.
-    fn repeat(
-        &self,
-        spec: &Spec,
-        system: System,
-        fill: &[u8],
-    ) -> anyhow::Result<(f64, Option<u64>)> {
+    fn repeat(&self, spec: &Spec, system: System, fill: &[u8]) -> anyhow::Result<Read> {
         let rt = self.rt;
         let stream = rt.stream()?.clone();
         let threads = spec.threads;
@@ -239,7 +246,7 @@ impl<'a> Gpu<'a> {
                 rt.write(Handle(h), 0, fill)?;
             }
         }
-        let (ms, htod) = self.read(spec, &handles)?;
+        let read = self.read(spec, &handles)?;
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode, unsigned*
         // statuses): the handles just allocated, each freed once.
         unsafe {
@@ -249,7 +256,7 @@ impl<'a> Gpu<'a> {
         }?
         .wait()?;
         crate::alloc::check_empty(rt, system)?;
-        Ok((ms, htod))
+        Ok(read)
     }
 
     /// One repeat of plain managed memory: one `cuMemAllocManaged` region, each thread's range
@@ -259,7 +266,7 @@ impl<'a> Gpu<'a> {
         spec: &Spec,
         fill: &[u8],
         under_pressure: bool,
-    ) -> anyhow::Result<(f64, Option<u64>)> {
+    ) -> anyhow::Result<Read> {
         let rt = self.rt;
         let stream = rt.stream()?.clone();
         let bytes = u64::from(spec.threads) * spec.range;
@@ -280,11 +287,7 @@ impl<'a> Gpu<'a> {
 
     /// The timed read kernel over `handles` (plain addresses are plain handles): wall time in
     /// ms and the bytes migrated to the GPU meanwhile.
-    fn read(
-        &self,
-        spec: &Spec,
-        handles: &cudarc::driver::CudaSlice<u64>,
-    ) -> anyhow::Result<(f64, Option<u64>)> {
+    fn read(&self, spec: &Spec, handles: &cudarc::driver::CudaSlice<u64>) -> anyhow::Result<Read> {
         let rt = self.rt;
         let stream = rt.stream()?.clone();
         let threads = spec.threads;
@@ -306,8 +309,12 @@ impl<'a> Gpu<'a> {
         unsafe { b.launch(grid(u64::from(threads))) }?;
         stream.synchronize()?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        let htod = rt.take_faults_if_counting()?.map(|f| f.total.htod_bytes);
-        Ok((ms, htod))
+        let faults = rt.take_faults_if_counting()?;
+        Ok(Read {
+            ms,
+            htod: faults.as_ref().map(|f| f.total.htod_bytes),
+            dtoh: faults.as_ref().map(|f| f.total.dtoh_bytes),
+        })
     }
 }
 
@@ -441,16 +448,18 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                     ));
                     let mut times = Vec::new();
                     let mut htod = Vec::new();
+                    let mut dtoh = Vec::new();
                     for r in 0..=args.repeats {
                         let fill = &fill[..range as usize];
-                        let (ms, bytes) = match holder {
+                        let read = match holder {
                             Holder::Kernel(system) => device.repeat(&spec, system, fill)?,
                             Holder::Managed => device.repeat_managed(&spec, fill, pressure)?,
                         };
                         progress.inc(1);
                         if r > 0 {
-                            times.push(ms);
-                            htod.push(bytes);
+                            times.push(read.ms);
+                            htod.push(read.htod.map(|b| b as f64));
+                            dtoh.push(read.dtoh.map(|b| b as f64));
                         }
                     }
                     let ms = median(&mut times.clone());
@@ -463,10 +472,15 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                         ms,
                         "row measured"
                     );
-                    let htod: Option<Vec<f64>> =
-                        htod.into_iter().map(|b| b.map(|b| b as f64)).collect();
-                    let htod = htod.map(|mut h| median(&mut h) as u64);
-                    let mut row = Row::new((test, threads, range), pattern, name, ms, times, htod);
+                    let mut row = Row::new(
+                        (test, threads, range),
+                        pattern,
+                        name,
+                        ms,
+                        times,
+                        median_present(htod).map(|b| b as u64),
+                    );
+                    row.dtoh_bytes = median_present(dtoh).map(|b| b as u64);
                     row.gpu_memory_gib = left_gib;
                     rows.push(row);
                 }
@@ -636,7 +650,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("HtoD: {migrations}");
     let beside = args.gpu_json.is_some();
     println!(
-        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10}{}",
+        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10} {:>10}{}",
         "test",
         "threads",
         "range KiB",
@@ -646,6 +660,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "x ours",
         "x memory",
         "HtoD MiB",
+        "DtoH MiB",
         if beside {
             format!(" {:>10} {:>10}", "GPU ms", "model/GPU")
         } else {
@@ -654,7 +669,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10}{}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10} {:>10}{}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -666,6 +681,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.gpu_memory_gib
                 .map_or("-".into(), |gib| format!("{:.2}", r.working_set_gib / gib)),
             r.htod_bytes
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+            r.dtoh_bytes
                 .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
             if beside {
                 format!(

@@ -31,6 +31,10 @@
 //! round then waits for those answers and checks from the counters that every object was freed
 //! and none refused.
 //!
+//! Under pressure: `--gpu-memory-gib N` holds all but N GiB of the GPU from before the first
+//! round (after Gallatin's pool is set aside, so only alignmalloc's managed arena is under
+//! pressure; `cuda-malloc` is left out, its heap reserved at the first launch), and `--placement` sets the arena's placement (docs/placement.md).
+//!
 //! Memory: a round's objects are capped at `--budget-gib` (on the GPU the arena is a quarter of
 //! free memory). Where `threads x 2^(n+1)` would exceed it, fewer threads run, and the row says
 //! how many. On the sim backend CPU warps run the same rounds through the mailbox: their times are
@@ -177,6 +181,13 @@ pub struct Args {
     /// --scaling-max-threads threads per device within --budget-gib shared by the devices.
     #[arg(long, value_name = "LIST")]
     devices: Option<runtime::DeviceList>,
+    /// Leave the rounds only this much GPU memory (GiB; a device allocation holds the rest from
+    /// before the first round, after Gallatin's pool is set aside): rounds whose objects are
+    /// larger touch pages the driver evicts. GPU only; `cuda-malloc` is left out.
+    #[arg(long, value_name = "GIB", value_parser = crate::balloon::gib, conflicts_with = "devices")]
+    gpu_memory_gib: Option<f64>,
+    #[command(flatten)]
+    placement: crate::arena_placement::PlacementArgs,
 }
 
 /// One timed round.
@@ -338,6 +349,11 @@ struct Report {
     seed: u64,
     /// Why the `gallatin` rows are absent, when they are.
     gallatin_absent: Option<String>,
+    /// GiB of GPU memory the rounds had (`--gpu-memory-gib`, as measured once the rest was held
+    /// back); `None`: the whole card.
+    gpu_memory_gib: Option<f64>,
+    /// alignmalloc's arena placement (`--placement`).
+    arena_placement: &'static str,
     rows: Vec<Row>,
 }
 
@@ -626,12 +642,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return devices::run(args, list);
     }
     let gpu = cli::on_gpu(args.backend)?;
+    crate::balloon::check(args.gpu_memory_gib, gpu)?;
+    args.placement.check(gpu)?;
+    if args.devices.is_some() && args.placement.placement()? != runtime::Placement::Migrate {
+        bail!("alloc --placement applies to one runtime's tests, not with --devices");
+    }
     let budget = if gpu {
         args.budget_gib << 30
     } else {
         (args.budget_gib << 30).min(1 << 30)
     };
-    let mut builder = Runtime::builder().backend(args.backend);
+    let mut builder = args.placement.apply(
+        Runtime::builder().backend(args.backend),
+        args.gpu_memory_gib,
+    )?;
     if let Some(gib) = args.arena_gib {
         builder = builder.arena_bytes(gib << 30);
     } else if !gpu {
@@ -640,19 +664,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let rt = builder.build().context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    if let Some(line) = args.placement.describe(&rt) {
+        note!("{line}");
+    }
     let arena_bytes = rt.arena_bytes();
+    let mut left_gib = None;
     let (rows, times, gallatin_absent) = match rt.backend() {
         BackendKind::Cuda => {
             let (harness, absent) = load_gallatin(&rt, arena_bytes, args.seed);
             if let Some(why) = &absent {
                 note!("gallatin: no rows ({why})");
             }
-            let mut rounds = gpu::GpuRounds::new(&rt, budget, harness)?;
-            (
-                run_tests(&mut rounds, args, budget)?,
-                "GPU kernel wall time",
-                absent,
-            )
+            let pressure = args.gpu_memory_gib.is_some();
+            if pressure {
+                note!(
+                    "under --gpu-memory-gib: cuda-malloc is left out (its heap would come out of \
+                     what is left)"
+                );
+            }
+            let mut rounds = gpu::GpuRounds::new(&rt, budget, harness, !pressure)?;
+            // Held back from here on, before any round touches the arena.
+            let balloon = match args.gpu_memory_gib {
+                Some(gib) => Some(crate::balloon::Balloon::inflate(&rt, gib)?),
+                None => None,
+            };
+            left_gib = balloon.as_ref().map(|b| b.left_gib());
+            let rows = run_tests(&mut rounds, args, budget)?;
+            drop(balloon);
+            (rows, "GPU kernel wall time", absent)
         }
         BackendKind::Sim => {
             let mut rounds = sim::SimRounds::new(&rt);
@@ -664,6 +703,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     };
     print_table(&rows, times);
+    if let Some(gib) = left_gib {
+        println!(
+            "with {gib:.2} GiB of GPU memory left (--gpu-memory-gib); Gallatin's pool was set \
+             aside before, so only alignmalloc's managed arena is under pressure"
+        );
+    }
     if let Some(why) = &gallatin_absent {
         println!("gallatin: no rows: {why}");
     }
@@ -711,6 +756,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         repeats: args.repeats,
         seed: args.seed,
         gallatin_absent,
+        gpu_memory_gib: left_gib,
+        arena_placement: args.placement.placement()?.name(),
         rows,
     };
     if let Some(path) = &args.json {
@@ -771,6 +818,30 @@ mod tests {
     }
 
     #[test]
+    fn pressure_and_placement_are_refused_before_any_work_on_the_sim_backend() {
+        use crate::testing::parse;
+        for (words, wanted) in [
+            (
+                &["--backend", "sim", "--gpu-memory-gib", "1"][..],
+                "needs the GPU",
+            ),
+            (
+                &["--backend", "sim", "--placement", "tiered"],
+                "needs a GPU",
+            ),
+            (
+                &["--backend", "sim", "--hot-object-bytes", "64"],
+                "only to --placement tiered",
+            ),
+        ] {
+            let args: Args = parse(words).unwrap();
+            let err = format!("{:#}", run(&args).unwrap_err());
+            assert!(err.contains(wanted), "{words:?}: {err}");
+        }
+        assert!(parse::<Args>(&["--devices", "0", "--gpu-memory-gib", "1"]).is_err());
+    }
+
+    #[test]
     fn threads_shrink_to_the_budget_in_whole_warps() {
         assert_eq!(threads_within(16_384, 1 << 10, 1 << 30), 16_384);
         assert_eq!(threads_within(16_384, 8 << 20, 16 << 30), 2048);
@@ -798,6 +869,8 @@ mod tests {
         // Fails on any failed allocation, damaged object, failed free or unclean allocator.
         run(&args).unwrap();
         let report = take_json(&json);
+        assert!(report["gpu_memory_gib"].is_null(), "the whole card");
+        assert_eq!(report["arena_placement"], "migrate");
         let rows = report["rows"].as_array().unwrap();
         // 19 singular sizes, one random row and 2 x 5 scaling points, by 2 systems.
         let count = |test: &str| rows.iter().filter(|r| r["test"] == test).count();

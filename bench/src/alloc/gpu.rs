@@ -20,21 +20,29 @@ pub struct GpuRounds<'a> {
     free: CudaFunction,
     tag: CudaFunction,
     check: CudaFunction,
+    /// Whether CUDA's heap was sized for the rounds (the `cuda-malloc` rows run).
+    cuda_heap: bool,
 }
 
 impl<'a> GpuRounds<'a> {
-    /// Compile the kernels and size CUDA's device heap for a round of `budget` bytes (before any
-    /// kernel calls malloc, as CUDA requires).
+    /// Compile the kernels and, with `cuda_heap`, size CUDA's device heap for a round of
+    /// `budget` bytes (before any kernel calls malloc, as CUDA requires). Without it the
+    /// `cuda-malloc` rows are left out and the heap keeps CUDA's default (8 MiB): CUDA reserves
+    /// the heap at the first launch of the module, which under `--gpu-memory-gib` would have to
+    /// come out of what is left.
     pub fn new(
         rt: &'a Runtime,
         budget: u64,
         gallatin: Option<super::gallatin::Gallatin>,
+        cuda_heap: bool,
     ) -> anyhow::Result<Self> {
-        // Headroom for the heap's own rounding and bookkeeping.
-        let heap = budget + budget / 2 + (256 << 20);
-        rt.context()?
-            .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
-            .context("sizing CUDA's device heap")?;
+        if cuda_heap {
+            // Headroom for the heap's own rounding and bookkeeping.
+            let heap = budget + budget / 2 + (256 << 20);
+            rt.context()?
+                .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
+                .context("sizing CUDA's device heap")?;
+        }
         let module = rt.compile(device::ALLOC.path, device::ALLOC.text)?;
         let load = |name: &str| {
             let kernel = module
@@ -51,6 +59,7 @@ impl<'a> GpuRounds<'a> {
             _module: module,
             rt,
             gallatin,
+            cuda_heap,
         })
     }
 }
@@ -80,11 +89,10 @@ impl Rounds for GpuRounds<'_> {
     }
 
     fn systems(&self) -> Vec<System> {
-        let mut systems = vec![
-            System::Alignmalloc,
-            System::AlignmallocContiguous,
-            System::CudaMalloc,
-        ];
+        let mut systems = vec![System::Alignmalloc, System::AlignmallocContiguous];
+        if self.cuda_heap {
+            systems.push(System::CudaMalloc);
+        }
         if self.gallatin.is_some() {
             systems.push(System::Gallatin);
         }
