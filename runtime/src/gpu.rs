@@ -498,9 +498,10 @@ impl Residence {
         }
     }
 
-    /// Whether its pages count against free device memory (host-resident ones do not).
+    /// Whether its pages count against free device memory (host-resident ones do not; read-mostly
+    /// copies do).
     fn in_device_memory(self) -> bool {
-        !matches!(self, Residence::HostMappedFor(_) | Residence::ReadMostly)
+        !matches!(self, Residence::HostMappedFor(_))
     }
 }
 

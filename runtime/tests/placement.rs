@@ -123,5 +123,12 @@ fn a_device_tier_that_leaves_a_tier_under_two_blocks_is_refused_naming_the_setti
     assert!(
         err.to_string().contains("ALIGNMALLOC_HOT_OBJECT_BYTES"),
         "{err}"
+    ); // Several devices' arenas are each advised to live on their device: no second say.
+    let Err(err) = tiered().device_advice(true).build() else {
+        panic!("a placement beside per-device advice was accepted");
+    };
+    assert!(
+        err.to_string().contains("ALIGNMALLOC_PLACEMENT=tiered"),
+        "{err}"
     );
 }
