@@ -365,26 +365,20 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
         .unwrap_or(0);
     let fill = vec![1u8; configs(args).iter().map(|c| c.2).max().unwrap_or(0) as usize];
     let pressure = args.gpu_memory_gib.is_some();
-    let first: &[(Holder, &'static str)] = if pressure {
-        &[
-            (Holder::Kernel(System::Alignmalloc), "alignmalloc"),
-            (
-                Holder::Kernel(System::AlignmallocContiguous),
-                "alignmalloc-contiguous",
-            ),
-            (Holder::Managed, "managed"),
-        ]
-    } else {
-        &[
-            (Holder::Kernel(System::Alignmalloc), "alignmalloc"),
-            (
-                Holder::Kernel(System::AlignmallocContiguous),
-                "alignmalloc-contiguous",
-            ),
-            (Holder::Kernel(System::CudaMalloc), "cuda-malloc"),
-            (Holder::Managed, "managed"),
-        ]
-    };
+    // CUDA's heap is device memory, never paged: no row under pressure.
+    let first: Vec<(Holder, &'static str)> = [
+        (Holder::Kernel(System::Alignmalloc), "alignmalloc"),
+        (
+            Holder::Kernel(System::AlignmallocContiguous),
+            "alignmalloc-contiguous",
+        ),
+        (Holder::Kernel(System::CudaMalloc), "cuda-malloc"),
+        (Holder::Managed, "managed"),
+    ]
+    .into_iter()
+    .filter(|&(holder, _)| !(pressure && holder == Holder::Kernel(System::CudaMalloc)))
+    .collect();
+    let first = first.as_slice();
     let identity: &[(Holder, &'static str)] = &[(
         Holder::Kernel(System::Alignmalloc),
         "alignmalloc-identity-order",

@@ -6,6 +6,18 @@
 use anyhow::bail;
 use runtime::{Placement, RuntimeBuilder};
 
+/// The share of what `--gpu-memory-gib` leaves that a run gives to data it keeps on the GPU on
+/// purpose (alignmalloc's device tier, a baseline's prefetched part); the rest is for what the
+/// run itself keeps there.
+const DEVICE_SHARE: f64 = 0.75;
+
+/// Bytes a run keeps on the GPU on purpose when `gib` GiB are left: [`DEVICE_SHARE`] of them,
+/// rounded down to whole 2 MiB blocks.
+pub fn device_budget_bytes(gib: f64) -> u64 {
+    (gib * DEVICE_SHARE * crate::balloon::GIB) as u64 / ortree::VABLOCK_BYTES
+        * ortree::VABLOCK_BYTES
+}
+
 /// The options.
 #[derive(clap::Args, Clone, Debug)]
 pub struct PlacementArgs {
@@ -54,8 +66,7 @@ impl PlacementArgs {
         let mut builder = builder.placement(placement);
         if placement == Placement::Tiered {
             if let Some(gib) = gpu_memory_gib {
-                let bytes = (gib * 0.75 * crate::balloon::GIB) as u64;
-                builder = builder.device_tier_bytes(bytes.max(4 << 20));
+                builder = builder.device_tier_bytes(device_budget_bytes(gib).max(4 << 20));
             }
             if let Some(bytes) = self.hot_object_bytes {
                 builder = builder.hot_object_bytes(bytes);
@@ -66,7 +77,7 @@ impl PlacementArgs {
 
     /// One line naming the arena's reservations, for a run whose placement is not `migrate`.
     pub fn describe(&self, rt: &runtime::Runtime) -> Option<String> {
-        if self.placement == "migrate" {
+        if self.placement().ok()? == Placement::Migrate {
             return None;
         }
         let sizes: Vec<String> = rt

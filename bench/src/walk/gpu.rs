@@ -551,9 +551,7 @@ impl<'a> Walker<'a> {
         // tier), the offsets first and then the lists of the lowest ids; all of it on the whole
         // card.
         let fits = self.gpu_memory_gib.map_or(region.bytes(), |gib| {
-            ((gib * 0.75 * crate::balloon::GIB) as u64 / ortree::VABLOCK_BYTES
-                * ortree::VABLOCK_BYTES)
-                .min(region.bytes())
+            crate::arena_placement::device_budget_bytes(gib).min(region.bytes())
         });
         match advice {
             CsrAdvice::None | CsrAdvice::Prefetch => {}
