@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device runs of this folder: `commands.sh rmat20`, `commands.sh rmat22` (its last step is an
 # R-MAT 20 run with a hot-object threshold), `commands.sh rmat24`, `commands.sh access` and
-# `commands.sh alloc`, each one call, from the
+# `commands.sh alloc` and `commands.sh check` (the final build), each one call, from the
 # repository root after `cargo build --release -p bench`. Each step's output goes to results/NAME.log
 # (the command line first), its JSON beside it, and its exit status and seconds to
 # results/status.txt (rc=124: stopped by its time limit).
@@ -36,9 +36,14 @@ TMO=120 step alloc-scaling-whole $N -v alloc --tests scaling --repeats 1 --json 
 TMO=120 step alloc-scaling-2x-migrate $N -v alloc --tests scaling --repeats 1 --gpu-memory-gib 1 --json $X/alloc-scaling-2x-migrate.json
 TMO=120 step alloc-scaling-2x-tiered $N -v alloc --tests scaling --repeats 1 --gpu-memory-gib 1 --placement tiered --json $X/alloc-scaling-2x-tiered.json
 ;;
+check)
+TMO=60 step rmat20-2x-tiered $N -v walk --rmat 20 --repeats 3 --gpu-memory-gib 0.084 --placement tiered --systems alignmalloc,managed-csr-prefetch-fit --json $X/rmat20-2x-tiered.json
+TMO=120 step access-small-2x-tiered $N -v access --random-kib 1024 --large-kib 8192 --repeats 1 --gpu-memory-gib 0.5 --placement tiered --json $X/access-small-2x-tiered.json
+TMO=60 step access-small-whole $N -v access --random-kib 64 --large-kib 1024 --repeats 1 --json $X/access-small-whole.json
+;;
 access)
 TMO=200 step access-2x-migrate $N -v access --random-kib 2048 --large-kib 16384 --repeats 2 --gpu-memory-gib 1 --json $X/access-2x-migrate.json
 TMO=150 step access-2x-tiered $N -v access --random-kib 2048 --large-kib 16384 --repeats 2 --gpu-memory-gib 1 --placement tiered --json $X/access-2x-tiered.json
 ;;
-*) echo "usage: $0 rmat20|rmat22|rmat24|access|alloc" >&2; exit 2 ;;
+*) echo "usage: $0 rmat20|rmat22|rmat24|access|alloc|check" >&2; exit 2 ;;
 esac
