@@ -108,6 +108,10 @@ struct Row {
     /// Migrated back to the host during the read kernel (evictions under pressure; CUPTI on the
     /// GPU); `None` where the counters are off and on the simulator.
     dtoh_bytes: Option<u64>,
+    /// GPU page fault groups during the read kernel (CUPTI); `None` where the counters are off
+    /// and on the simulator, whose faults are pages, a unit the GPU's groups do not share
+    /// (docs/uvmsim.md).
+    gpu_fault_groups: Option<u64>,
     /// What the row's objects hold, GiB (threads x range).
     working_set_gib: f64,
     /// GiB of GPU memory the reads had (`--gpu-memory-gib`, as measured once the rest was
@@ -143,6 +147,7 @@ impl Row {
             gpu_ms: None,
             model_over_gpu: None,
             dtoh_bytes: None,
+            gpu_fault_groups: None,
         }
     }
 
@@ -175,12 +180,13 @@ struct Report {
     rows: Vec<Row>,
 }
 
-/// One timed read: the kernel's wall time, ms, and what migrated meanwhile (CUPTI; `None` where
-/// the counters are off).
+/// One timed read: the kernel's wall time, ms, and what migrated and faulted meanwhile (CUPTI;
+/// `None` where the counters are off).
 struct Read {
     ms: f64,
     htod: Option<u64>,
     dtoh: Option<u64>,
+    fault_groups: Option<u64>,
 }
 
 struct Gpu<'a> {
@@ -314,6 +320,7 @@ impl<'a> Gpu<'a> {
             ms,
             htod: faults.as_ref().map(|f| f.total.htod_bytes),
             dtoh: faults.as_ref().map(|f| f.total.dtoh_bytes),
+            fault_groups: faults.as_ref().map(|f| f.total.gpu_page_faults),
         })
     }
 }
@@ -443,6 +450,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                     let mut times = Vec::new();
                     let mut htod = Vec::new();
                     let mut dtoh = Vec::new();
+                    let mut fault_groups = Vec::new();
                     for r in 0..=args.repeats {
                         let fill = &fill[..range as usize];
                         let read = match holder {
@@ -454,6 +462,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                             times.push(read.ms);
                             htod.push(read.htod.map(|b| b as f64));
                             dtoh.push(read.dtoh.map(|b| b as f64));
+                            fault_groups.push(read.fault_groups.map(|f| f as f64));
                         }
                     }
                     let ms = median(&mut times.clone());
@@ -475,6 +484,7 @@ fn gpu_rows(args: &Args) -> anyhow::Result<(Vec<Row>, String, String)> {
                         median_present(htod).map(|b| b as u64),
                     );
                     row.dtoh_bytes = median_present(dtoh).map(|b| b as u64);
+                    row.gpu_fault_groups = median_present(fault_groups).map(|f| f as u64);
                     row.gpu_memory_gib = left_gib;
                     rows.push(row);
                 }
@@ -641,10 +651,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         off = hide_ratios_where_the_model_is_off(&mut rows);
     }
     println!("times: {times}");
-    println!("HtoD: {migrations}");
+    println!("HtoD, DtoH and faults (GPU page fault groups): {migrations}");
     let beside = args.gpu_json.is_some();
     println!(
-        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10} {:>10}{}",
+        "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10} {:>8} {:>8} {:>10} {:>10} {:>8}{}",
         "test",
         "threads",
         "range KiB",
@@ -655,6 +665,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "x memory",
         "HtoD MiB",
         "DtoH MiB",
+        "faults",
         if beside {
             format!(" {:>10} {:>10}", "GPU ms", "model/GPU")
         } else {
@@ -663,7 +674,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     for r in &rows {
         println!(
-            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10} {:>10}{}",
+            "{:<7} {:>7} {:>10} {:<12} {:<27} {:>10.3} {:>8} {:>8} {:>10} {:>10} {:>8}{}",
             r.test,
             r.threads,
             r.range_bytes >> 10,
@@ -678,6 +689,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
             r.dtoh_bytes
                 .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+            r.gpu_fault_groups.map_or("-".into(), |f| f.to_string()),
             if beside {
                 format!(
                     " {:>10} {:>10}",
@@ -750,6 +762,8 @@ mod tests {
         assert_eq!(rows.len(), 3 * 3 * 2);
         // Every object is read, so every row migrates at least the pages it reads.
         assert!(rows.iter().all(|r| r["htod_bytes"].as_u64().unwrap() > 0));
+        // The model counts faulted pages, not the GPU's fault groups: no such column.
+        assert!(rows.iter().all(|r| r["gpu_fault_groups"].is_null()));
         // The whole card (no --gpu-memory-gib): the objects' GiB and no memory held back.
         assert!(rows.iter().all(|r| r["gpu_memory_gib"].is_null()));
         let ws = rows[0]["working_set_gib"].as_f64().unwrap();

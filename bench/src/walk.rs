@@ -520,6 +520,15 @@ impl Args {
         cli::output_file(self.json.as_deref(), "--json")?;
         cli::output_file(self.output.as_deref(), "--output")?;
         let gpu = cli::on_gpu(self.backend)?;
+        if let (Some(gib), false) = (self.gpu_memory_gib, gpu) {
+            bail!(
+                "walk --gpu-memory-gib {gib} needs the GPU: the simulator does not model a walk \
+                 under memory pressure (a warp's step reads up to 32 lists at once, which the \
+                 model must hold resident together, and its thrashing walks run for many \
+                 minutes: docs/uvmsim.md); `access --backend sim --gpu-memory-gib {gib}` models \
+                 the access patterns under pressure"
+            );
+        }
         crate::balloon::check(self.gpu_memory_gib, gpu)?;
         self.placement.check(gpu)?;
         Ok(gpu)

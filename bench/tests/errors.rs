@@ -97,7 +97,7 @@ fn gpu_memory_is_refused_before_any_work_where_it_cannot_be_left() {
             "--gpu-memory-gib",
             "4",
         ],
-        &["--gpu-memory-gib 4 needs the GPU", "uvm-oversub"],
+        &["--gpu-memory-gib 4 needs the GPU", "access --backend sim"],
     );
     refused_before_any_work(
         &["walk", "--rmat", "10", "--gpu-memory-gib", "0"],
