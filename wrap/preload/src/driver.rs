@@ -117,6 +117,16 @@ type CtxSynchronizeFn = unsafe extern "C" fn() -> CuResult;
 type StreamSynchronizeFn = unsafe extern "C" fn(Stream) -> CuResult;
 type PrefetchV2Fn = unsafe extern "C" fn(DevicePtr, usize, MemLocation, c_uint, Stream) -> CuResult;
 type AdviseV2Fn = unsafe extern "C" fn(DevicePtr, usize, c_int, MemLocation) -> CuResult;
+type EventCreateFn = unsafe extern "C" fn(*mut Event, c_uint) -> CuResult;
+type EventRecordFn = unsafe extern "C" fn(Event, Stream) -> CuResult;
+type EventFn = unsafe extern "C" fn(Event) -> CuResult;
+
+/// `CUevent`.
+pub type Event = *mut c_void;
+/// `CU_EVENT_DISABLE_TIMING`: an event that only marks a point of a stream.
+pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+/// `CUDA_ERROR_NOT_READY`: the event's work is not done yet.
+pub const CUDA_ERROR_NOT_READY: CuResult = 600;
 
 /// The entry points this library calls itself.
 pub struct Driver {
@@ -127,6 +137,10 @@ pub struct Driver {
     pub stream_synchronize: Option<StreamSynchronizeFn>,
     pub prefetch: Option<PrefetchV2Fn>,
     pub advise: Option<AdviseV2Fn>,
+    pub event_create: Option<EventCreateFn>,
+    pub event_record: Option<EventRecordFn>,
+    pub event_query: Option<EventFn>,
+    pub event_synchronize: Option<EventFn>,
 }
 
 macro_rules! entry {
@@ -148,6 +162,10 @@ pub fn driver() -> &'static Driver {
         stream_synchronize: entry!(c"cuStreamSynchronize", StreamSynchronizeFn),
         prefetch: entry!(c"cuMemPrefetchAsync_v2", PrefetchV2Fn),
         advise: entry!(c"cuMemAdvise_v2", AdviseV2Fn),
+        event_create: entry!(c"cuEventCreate", EventCreateFn),
+        event_record: entry!(c"cuEventRecord", EventRecordFn),
+        event_query: entry!(c"cuEventQuery", EventFn),
+        event_synchronize: entry!(c"cuEventSynchronize", EventFn),
     })
 }
 

@@ -372,6 +372,38 @@ fn free_with(
     }
 }
 
+/// Free `address` once `stream`'s work is done: the arena's to the pool, the driver's through
+/// the driver's `cuMemFree_v2` (a framework's allocator hook frees what it allocated through
+/// [`cuMemAllocManaged`] this way).
+pub fn free_after_stream(address: DevicePtr, stream: Stream) -> CuResult {
+    type F = unsafe extern "C" fn(DevicePtr) -> CuResult;
+    let Some(real) = real!("cuMemFree_v2", F) else {
+        return CUDA_ERROR_NOT_FOUND;
+    };
+    // SAFETY: an address the pool does not own, for the driver to judge.
+    free_when_stream_done(address, stream, || unsafe { real(address) })
+}
+
+/// [`free_with`], waiting for `stream` (not the whole context) before the pool reuses memory.
+fn free_when_stream_done(
+    address: DevicePtr,
+    stream: Stream,
+    driver_free: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let sync = driver::driver().stream_synchronize;
+    // SAFETY: the caller's stream, of the current context.
+    free_with(
+        address,
+        || sync.map_or(CUDA_SUCCESS, |f| unsafe { f(stream) }),
+        driver_free,
+    )
+}
+
+/// Whether `address` is the start of a live arena allocation (a free the pool would take).
+pub fn arena_allocation_starts_at(address: DevicePtr) -> bool {
+    matches!(owner_of(address), Owner::Allocation { base, .. } if base == address)
+}
+
 /// Who answers for `address`: the driver where no pool can be used (see [`with_pool`]).
 fn owner_of(address: DevicePtr) -> Owner {
     with_pool(|pool| pool.owner(address)).unwrap_or(Owner::Driver)
@@ -413,14 +445,8 @@ macro_rules! free_async {
                 let Some(real) = real!(stringify!($name), F) else {
                     return CUDA_ERROR_NOT_FOUND;
                 };
-                let sync = driver::driver().stream_synchronize;
-                free_with(
-                    address,
-                    // SAFETY: the caller's stream, of the current context.
-                    || sync.map_or(CUDA_SUCCESS, |f| unsafe { f(stream) }),
-                    // SAFETY: the caller's arguments, passed on.
-                    || unsafe { real(address, stream) },
-                )
+                // SAFETY: the caller's arguments, passed on.
+                free_when_stream_done(address, stream, || unsafe { real(address, stream) })
             })
         }
     };

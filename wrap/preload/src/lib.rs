@@ -19,7 +19,9 @@
 
 mod driver;
 mod hooks;
+mod pluggable;
 mod state;
+mod stream_frees;
 
 use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_void};

@@ -93,6 +93,10 @@ impl Started {
 }
 
 static STARTED: OnceLock<Started> = OnceLock::new();
+/// Every counter record taken so far, on the ticks clock, and the records CUPTI dropped: a
+/// report made while the program runs ([`report_json`]) takes the new records, and every later
+/// report attributes them too.
+static TRAFFIC: Mutex<(Vec<Traffic>, u64)> = Mutex::new((Vec::new(), 0));
 /// The pool (made by [`started`]), under its lock.
 static POOL: Mutex<Option<Pool<ManagedReserve>>> = Mutex::new(None);
 static REPORTED: AtomicBool = AtomicBool::new(false);
@@ -184,6 +188,18 @@ pub fn with_pool<T>(f: impl FnOnce(&mut Pool<ManagedReserve>) -> T) -> Option<T>
     guard.as_mut().map(f)
 }
 
+/// The report so far, as JSON (the pool's allocations and the traffic counted until now), for
+/// a program that asks while it runs; the report at exit is still written.
+pub fn report_json() -> String {
+    let taken = STARTED.get().map(take_traffic);
+    let mut guard = POOL.lock();
+    let report = match taken {
+        Some(taken) => build(guard.as_mut().map(|pool| (pool, taken))),
+        None => build(None),
+    };
+    serde_json::to_string(&report).unwrap_or_default()
+}
+
 extern "C" fn report_at_exit() {
     write_report(false);
 }
@@ -195,13 +211,14 @@ pub fn write_report(from_signal: bool) {
     if REPORTED.swap(true, Ordering::AcqRel) {
         return;
     }
+    let taken = STARTED.get().map(take_traffic);
     let guard = if from_signal {
         POOL.try_lock_for(Duration::from_secs(2))
     } else {
         Some(POOL.lock())
     };
-    let report = match (guard, STARTED.get()) {
-        (Some(mut g), Some(started)) => build(g.as_mut().map(|pool| (pool, started))),
+    let report = match (guard, taken) {
+        (Some(mut g), Some(taken)) => build(g.as_mut().map(|pool| (pool, taken))),
         _ => build(None),
     };
     let options = options();
@@ -219,7 +236,51 @@ pub fn write_report(from_signal: bool) {
     }
 }
 
-fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
+/// What the counters gave until now: CUPTI's new records, moved onto the ticks clock and added
+/// to [`TRAFFIC`].
+struct Taken {
+    counters: String,
+    counted: bool,
+    ns_per_tick: f64,
+}
+
+/// Take CUPTI's new records into [`TRAFFIC`], without the pool's lock (taking them may call the
+/// driver).
+fn take_traffic(state: &Started) -> Taken {
+    let (mut new, dropped, counters, counted) = match &state.counting {
+        Counting::On(counter) => match counter.take() {
+            Ok((records, dropped)) => (
+                records.iter().filter_map(traffic_of).collect::<Vec<_>>(),
+                dropped,
+                "counted by CUPTI".to_string(),
+                true,
+            ),
+            Err(e) => (Vec::new(), 0, format!("unavailable: {e}"), false),
+        },
+        Counting::Off => (Vec::new(), 0, "off (--no-counters)".into(), false),
+        Counting::Taken(reason) => (Vec::new(), 0, reason.clone(), false),
+    };
+    // Ticks to nanoseconds by the two anchors; records onto the ticks clock the same way.
+    let (start, end) = (state.anchor, Anchor::now(&state.counting));
+    let ns_per_tick = match end.ticks.saturating_sub(start.ticks) {
+        0 => 1.0,
+        dt => end.ns.saturating_sub(start.ns) as f64 / dt as f64,
+    };
+    for t in &mut new {
+        let ns = t.start_ns as f64 - start.ns as f64;
+        t.start_ns = (start.ticks as f64 + ns / ns_per_tick.max(f64::MIN_POSITIVE)).max(0.0) as u64;
+    }
+    let mut taken = TRAFFIC.lock();
+    taken.0.append(&mut new);
+    taken.1 += dropped;
+    Taken {
+        counters,
+        counted,
+        ns_per_tick,
+    }
+}
+
+fn build(state: Option<(&mut Pool<ManagedReserve>, Taken)>) -> Report {
     let interception = Interception {
         cuda_lookups: CUDA_LOOKUPS.load(Ordering::Relaxed),
         wrapped_lookups: WRAPPED_LOOKUPS.load(Ordering::Relaxed),
@@ -237,7 +298,7 @@ fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
         })
         .unwrap_or_default();
     let options = options().clone();
-    let Some((pool, state)) = state else {
+    let Some((pool, taken)) = state else {
         let empty = Pool::new(&options, NoReserve);
         return Report {
             program,
@@ -253,32 +314,18 @@ fn build(state: Option<(&mut Pool<ManagedReserve>, &Started)>) -> Report {
             options,
         };
     };
-    let (mut traffic, dropped, counters, counted) = match &state.counting {
-        Counting::On(counter) => match counter.take() {
-            Ok((records, dropped)) => (
-                records.iter().filter_map(traffic_of).collect::<Vec<_>>(),
-                dropped,
-                "counted by CUPTI".to_string(),
-                true,
-            ),
-            Err(e) => (Vec::new(), 0, format!("unavailable: {e}"), false),
-        },
-        Counting::Off => (Vec::new(), 0, "off (--no-counters)".into(), false),
-        Counting::Taken(reason) => (Vec::new(), 0, reason.clone(), false),
-    };
     if let Err(e) = pool.check() {
-        tracing::error!(error = %e, "the pool's invariants do not hold at exit");
+        tracing::error!(error = %e, "the pool's invariants do not hold");
     }
-    // Ticks to nanoseconds by the two anchors; records onto the ticks clock the same way.
-    let (start, end) = (state.anchor, Anchor::now(&state.counting));
-    let ns_per_tick = match end.ticks.saturating_sub(start.ticks) {
-        0 => 1.0,
-        dt => end.ns.saturating_sub(start.ns) as f64 / dt as f64,
+    let Taken {
+        counters,
+        counted,
+        ns_per_tick,
+    } = taken;
+    let (mut traffic, dropped) = {
+        let all = TRAFFIC.lock();
+        (all.0.clone(), all.1)
     };
-    for t in &mut traffic {
-        let ns = t.start_ns as f64 - start.ns as f64;
-        t.start_ns = (start.ticks as f64 + ns / ns_per_tick.max(f64::MIN_POSITIVE)).max(0.0) as u64;
-    }
     let mut interception = interception;
     interception.alloc_ns = (ALLOC_TICKS.load(Ordering::Relaxed) as f64 * ns_per_tick) as u64;
     interception.start_ns = (START_TICKS.load(Ordering::Relaxed) as f64 * ns_per_tick) as u64;

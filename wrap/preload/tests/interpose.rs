@@ -15,6 +15,8 @@ struct Fixture {
     dir: PathBuf,
     via_proc_address: PathBuf,
     exported: PathBuf,
+    /// A framework loading the library with dlopen and allocating through its hooks.
+    pluggable: PathBuf,
 }
 
 fn cc(args: &[&str]) {
@@ -95,10 +97,22 @@ fn fixture() -> &'static Fixture {
             "-o",
             &s(&exported),
         ]);
+        let pluggable = dir.join("pluggable");
+        cc(&[
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            &s(&src.join("pluggable.c")),
+            "-ldl",
+            "-o",
+            &s(&pluggable),
+        ]);
         Fixture {
             dir,
             via_proc_address: via,
             exported,
+            pluggable,
         }
     })
 }
@@ -535,4 +549,71 @@ fn a_signal_while_the_program_allocates_ends_it_with_the_signal_and_a_report() {
             serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
         assert!(report.pool.counters.arena_allocations >= 1, "round {round}");
     }
+}
+
+/// The allocator hooks a framework loads by name (PyTorch's pluggable allocator): a free waits
+/// for its stream's work, not for the host, and its memory is handed out again only once that
+/// work is done (waiting for it only when there is no room); a second free, a pointer no one
+/// allocated and a negative size are refused and counted, and the report says so.
+#[test]
+fn the_frameworks_hooks_free_in_stream_order_and_refuse_what_is_not_theirs() {
+    let f = fixture();
+    let report_path = f
+        .dir
+        .join(format!("pluggable-report-{}.json", std::process::id()));
+    // Three 2 MiB blocks for objects, and one the pool keeps for aligning its reservation.
+    let three_blocks = (8u64 << 20).to_string();
+    let lib = preload();
+    let r = run_with(
+        &f.pluggable,
+        &[lib.to_str().unwrap()],
+        None,
+        &[
+            ("ALIGNMALLOC_WRAP_COUNTERS", "0"),
+            ("ALIGNMALLOC_WRAP_ARENA_BYTES", &three_blocks),
+            ("ALIGNMALLOC_WRAP_MAX_ARENA_BYTES", &three_blocks),
+            ("ALIGNMALLOC_WRAP_PAST_CAP", "fail"),
+            ("ALIGNMALLOC_WRAP_REPORT", report_path.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    let value = |name: &str| -> u64 {
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {}", r.stdout))
+    };
+    assert_eq!(value("allocated"), 1);
+    assert_eq!(
+        value("pending_kept"),
+        1,
+        "memory handed out before its stream's work ended"
+    );
+    assert_eq!(
+        value("waited_reuse"),
+        1,
+        "with no room, the pending free is waited for"
+    );
+    assert_eq!(value("completed_reuse"), 1);
+    assert_eq!(value("negative_null"), 1);
+    assert_eq!(value("empty_null"), 1);
+    assert_eq!(value("failed_allocations"), 1, "the negative size");
+    assert_eq!(
+        value("failed_frees"),
+        2,
+        "the second free and the stray pointer"
+    );
+    assert_eq!(value("report_bytes_positive"), 1);
+    // Only the allocation that found no room waited, for one event; no free waited for its
+    // stream or the context.
+    assert_eq!(count(&r.driver_log, "event-sync"), 1, "{:?}", r.driver_log);
+    assert_eq!(count(&r.driver_log, "stream-sync"), 0, "{:?}", r.driver_log);
+    assert_eq!(count(&r.driver_log, "sync"), 0, "{:?}", r.driver_log);
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    let counters = &report.pool.counters;
+    assert_eq!(counters.arena_allocations, 5);
+    assert_eq!(counters.arena_frees, 5);
+    assert_eq!(counters.double_frees, 1);
+    assert_eq!(report.pool.live_allocations, 0);
 }

@@ -1,0 +1,84 @@
+"""The package without a GPU: settings, the library's hooks through ctypes, the report.
+
+Each test that loads the library runs in a fresh interpreter (the library reads its settings
+once per process).
+"""
+
+import pytest
+
+from alignmalloc import AlignmallocError, Settings
+
+
+def test_settings_become_the_wrappers_variables():
+    env = Settings(oversubscribe=True, max_arena_bytes=1 << 30, advise="read-mostly").environment()
+    assert env["ALIGNMALLOC_WRAP_OVERSUBSCRIBE"] == "1"
+    assert env["ALIGNMALLOC_WRAP_MAX_ARENA_BYTES"] == str(1 << 30)
+    assert env["ALIGNMALLOC_WRAP_ADVISE"] == "read-mostly"
+    assert env["ALIGNMALLOC_WRAP_PAST_CAP"] == "driver"
+
+
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        (dict(max_arena_bytes=0), "max_arena_bytes"),
+        (dict(arena_bytes=-5), "arena_bytes"),
+        (dict(arena_bytes=True), "arena_bytes"),
+        (dict(advise="everywhere"), "read-mostly"),
+        (dict(past_cap="never"), "fail"),
+        (dict(prefetch="yes"), "prefetch"),
+        (dict(report="/no/such/dir/r.json"), "existing directory"),
+    ],
+)
+def test_a_bad_setting_is_an_exception_naming_it(bad, named):
+    with pytest.raises(AlignmallocError, match=named):
+        Settings(**bad).environment()
+
+
+def test_the_report_before_loading_is_refused(refused):
+    assert "enable()" in refused("", "alignmalloc.report()")
+
+
+def test_without_a_cuda_context_the_hooks_fail_cleanly_and_count(fresh):
+    out = fresh(
+        """
+        import ctypes, json, alignmalloc
+        from alignmalloc import _native
+        alignmalloc.load()
+        lib = _native.loaded()
+        pointer = lib.alignmalloc_torch_alloc(4096, 0, None)
+        result = lib.alignmalloc_last_result()
+        again = lib.alignmalloc_last_result()
+        empty = lib.alignmalloc_torch_alloc(0, 0, None)
+        negative = lib.alignmalloc_torch_alloc(-1, 0, None)
+        negative_result = lib.alignmalloc_last_result()
+        lib.alignmalloc_torch_free(ctypes.c_void_p(0x1234000), 4096, 0, None)
+        lib.alignmalloc_torch_free(None, 0, 0, None)
+        report = alignmalloc.report()
+        print(json.dumps({
+            "pointer": pointer, "result": result, "again": again, "empty": empty,
+            "negative": negative, "negative_result": negative_result,
+            "failures": alignmalloc.failures(), "report": report,
+        }))
+        """
+    )
+    # No driver (CUDA_ERROR_NOT_FOUND, 500) or a driver with no context made yet
+    # (CUDA_ERROR_NOT_INITIALIZED, 3): a null answer and the reason, read once.
+    assert out["pointer"] is None
+    assert out["result"] in (3, 500) and out["again"] == 0
+    assert out["empty"] is None
+    assert out["negative"] is None and out["negative_result"] == 1
+    # The failed allocation, the negative one; the free of an unknown pointer (null is ignored).
+    assert out["failures"] == [2, 1]
+    report = out["report"]
+    assert report["allocations"] == []
+    assert report["counted"] is False and report["counters"].startswith("unavailable")
+    assert report["options"]["pool"] is True
+
+
+def test_a_second_load_with_other_settings_is_refused(refused):
+    # The same settings again: nothing to do; other settings: refused.
+    message = refused(
+        "alignmalloc.load()\nalignmalloc.load()",
+        "alignmalloc.load(alignmalloc.Settings(prefetch=True))",
+    )
+    assert "once per process" in message

@@ -1,0 +1,72 @@
+"""PyTorch on the arena (needs torch with CUDA; skipped otherwise, with the reason)."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: the PyTorch tests need a GPU", allow_module_level=True)
+
+
+def test_tensors_live_in_the_arena_and_compute_as_usual(fresh):
+    out = fresh(
+        """
+        import json, torch, alignmalloc, alignmalloc.torch
+        alignmalloc.torch.enable()
+        a = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
+        b = (a * 2).sum().item()
+        small = [torch.ones(17, device="cuda") for _ in range(100)]
+        del small
+        torch.cuda.synchronize()
+        report = alignmalloc.torch.report()
+        print(json.dumps({"sum": b, "report": report, "failures": alignmalloc.failures()}))
+        """
+    )
+    n = 1 << 20
+    assert out["sum"] == float(n * (n - 1))
+    rows = out["report"]["allocations"]
+    assert any(r["bytes"] == 4 * n and r["origin"] == "arena" for r in rows)
+    assert out["failures"] == [0, 0]
+
+
+def test_enable_after_cuda_allocated_is_refused(refused):
+    message = refused(
+        'import torch, alignmalloc.torch\nx = torch.ones(4, device="cuda")',
+        "alignmalloc.torch.enable()",
+    )
+    assert "before the first CUDA allocation" in message
+
+
+def test_memory_freed_on_a_stream_is_reused_only_after_its_work(fresh):
+    out = fresh(
+        """
+        import ctypes, json, torch, alignmalloc, alignmalloc.torch
+        from alignmalloc import _native
+        alignmalloc.torch.enable()
+        torch.manual_seed(0)
+        a = torch.randn(2048, 2048, device="cuda")
+        expected = None
+        sums = []
+        for i in range(50):
+            # A big product whose inputs die as soon as it is queued; their memory goes back
+            # to the pool only after it ran, while new tensors are made meanwhile.
+            x = a.clone()
+            y = (x @ x).sum()
+            del x
+            z = torch.full((2048, 2048), float(i), device="cuda")
+            sums.append(y.item())
+            del z
+        torch.cuda.synchronize()
+        lib = _native.loaded()
+        p = lib.alignmalloc_torch_alloc(1 << 20, 0, None)
+        lib.alignmalloc_torch_free(p, 1 << 20, 0, None)
+        lib.alignmalloc_torch_free(p, 1 << 20, 0, None)
+        torch.cuda.synchronize()
+        report = alignmalloc.report()
+        print(json.dumps({"sums": sums, "failures": alignmalloc.failures(), "pool": report["pool"]}))
+        """
+    )
+    # Every product over the same input gives the same sum: no input was overwritten early.
+    assert len(set(out["sums"])) == 1
+    # The second free of the same allocation is refused and counted, nothing else failed.
+    assert out["failures"] == [0, 1]
+    assert out["pool"]["counters"]["arena_frees"] > 100
