@@ -1,6 +1,7 @@
 """alignmalloc for Python: CUDA Unified Memory from an alignmalloc arena.
 
-``alignmalloc.torch.enable()`` routes PyTorch's CUDA tensors to managed memory from the arena
+``alignmalloc.torch.enable()`` routes PyTorch's CUDA tensors to managed memory from the arena,
+``alignmalloc.cupy.enable()`` CuPy's arrays and ``alignmalloc.numba.enable()`` Numba's
 (docs/python.md). The arena is the host-side pool of ``alignmalloc wrap``: objects up to 4 KiB
 from size-class slabs, larger ones packed, those over 64 KiB on 2 MiB VA blocks of their own,
 growing to a cap. :func:`report` gives every allocation with its size, lifetime and traffic.
@@ -18,7 +19,7 @@ __all__ = ["AlignmallocError", "Settings", "failures", "load", "report"]
 
 
 def load(settings: Settings = Settings()) -> None:
-    """Load the native library with ``settings`` (once per process; the framework modules'
+    """Load the native library with ``settings`` (once per process; each framework module's
     ``enable`` calls this)."""
     _native.load(settings.environment())
 

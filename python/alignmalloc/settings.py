@@ -7,7 +7,7 @@ library that stops the interpreter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
@@ -40,6 +40,16 @@ class Settings:
     past_cap: str = "driver"
     counters: bool = True
     report: Optional[Union[str, Path]] = None
+
+    def updated(self, **options: object) -> "Settings":
+        """These settings with ``options`` changed (an unknown name is an error naming it)."""
+        unknown = sorted(set(options) - set(self.__dataclass_fields__))
+        if unknown:
+            raise AlignmallocError(
+                f"unknown setting {', '.join(unknown)}: the settings are "
+                f"{', '.join(self.__dataclass_fields__)}"
+            )
+        return replace(self, **options)
 
     def environment(self) -> dict[str, str]:
         """The ``ALIGNMALLOC_WRAP_*`` variables these settings are, after checking each."""

@@ -28,8 +28,13 @@ def enable(settings: Settings = Settings(), **options: Any) -> None:
     setting is wrong; calling it again with the same settings does nothing.
     """
     global _enabled
-    if options:
-        settings = Settings(**{**settings.__dict__, **options})
+    settings = settings.updated(**options)
+    if settings.past_cap == "fail":
+        raise AlignmallocError(
+            "past_cap='fail' cannot be kept with PyTorch: its pluggable allocator takes a null "
+            "answer as a tensor at address 0 instead of raising; use past_cap='driver' (the "
+            "default: plain managed memory past the cap, counted in the report's pool)"
+        )
     env = settings.environment()
     if _enabled:
         _native.load(env)  # refuses other settings
@@ -43,7 +48,7 @@ def enable(settings: Settings = Settings(), **options: Any) -> None:
             "alignmalloc.torch.enable() came after CUDA tensors were made: call it at the start "
             "of the program, before the first CUDA allocation"
         )
-    library = _native.load(env)
+    _native.load(env)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
         str(_native.loaded_path()), "alignmalloc_torch_alloc", "alignmalloc_torch_free"
     )
@@ -54,7 +59,6 @@ def enable(settings: Settings = Settings(), **options: Any) -> None:
             f"PyTorch refused the allocator ({e}): call alignmalloc.torch.enable() before the "
             "first CUDA allocation of the process"
         ) from e
-    del library
     _enabled = True
 
 

@@ -34,6 +34,20 @@ def test_a_bad_setting_is_an_exception_naming_it(bad, named):
         Settings(**bad).environment()
 
 
+def test_an_unknown_setting_is_named():
+    with pytest.raises(AlignmallocError, match="unknown setting overcommit"):
+        Settings().updated(overcommit=True)
+    assert Settings().updated(prefetch=True).prefetch is True
+
+
+def test_pytorch_refuses_failing_past_the_cap(refused):
+    # PyTorch's pluggable allocator takes a null answer as a tensor at address 0: it cannot be
+    # told that an allocation failed, so the setting that fails allocations is refused (before
+    # PyTorch is even imported).
+    message = refused("import alignmalloc.torch", 'alignmalloc.torch.enable(past_cap="fail")')
+    assert "past_cap='driver'" in message
+
+
 def test_the_report_before_loading_is_refused(refused):
     assert "enable()" in refused("", "alignmalloc.report()")
 

@@ -70,3 +70,22 @@ def test_memory_freed_on_a_stream_is_reused_only_after_its_work(fresh):
     # The second free of the same allocation is refused and counted, nothing else failed.
     assert out["failures"] == [0, 1]
     assert out["pool"]["counters"]["arena_frees"] > 100
+
+
+def test_past_the_cap_allocations_come_from_the_driver_and_are_counted(fresh):
+    out = fresh(
+        """
+        import json, torch, alignmalloc, alignmalloc.torch
+        alignmalloc.torch.enable(max_arena_bytes=64 << 20, arena_bytes=64 << 20)
+        small = torch.ones(1 << 20, device="cuda")
+        big = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
+        total = int(big.sum().item()) + int(small.sum().item())
+        print(json.dumps({"total": total, "failures": alignmalloc.failures(),
+                          "pool": alignmalloc.report()["pool"]}))
+        """
+    )
+    assert out["total"] == (256 << 20) + (1 << 20)
+    assert out["failures"] == [0, 0]
+    # The big tensor at least (its reduction's buffers may follow it past the cap).
+    assert out["pool"]["counters"]["past_cap_allocations"] >= 1
+    assert out["pool"]["counters"]["refused_past_cap"] == 0

@@ -66,7 +66,14 @@ pub unsafe extern "C" fn alignmalloc_torch_alloc(
             result = alloc(&mut address);
         }
         if result != CUDA_SUCCESS {
-            tracing::warn!(size, device, result, "managed allocation failed");
+            // PyTorch's pluggable allocator does not check: it makes a tensor at address 0.
+            tracing::error!(
+                size,
+                device,
+                result,
+                "managed allocation failed: null answered (a caller that does not check, as \
+                 PyTorch's pluggable allocator, gets a tensor at address 0)"
+            );
             failed(&FAILED_ALLOCATIONS, result);
             return std::ptr::null_mut();
         }
