@@ -9,10 +9,11 @@ report's pool and the traffic of the tensor's allocation (HtoD, DtoH, GPU fault 
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from common import emit, use_allocator
 
 
 def main() -> int:
@@ -27,15 +28,13 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    if args.allocator == "alignmalloc":
-        import alignmalloc.torch
-
-        alignmalloc.torch.enable(oversubscribe=True, advise=args.advise, prefetch=args.prefetch)
-    else:
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            args.plain_library, "plain_managed_alloc", "plain_managed_free"
-        )
-        torch.cuda.memory.change_current_allocator(allocator)
+    use_allocator(
+        args.allocator,
+        args.plain_library,
+        oversubscribe=True,
+        advise=args.advise,
+        prefetch=args.prefetch,
+    )
     elements = int(args.gib * (1 << 30)) // 4
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -65,10 +64,7 @@ def main() -> int:
         report = alignmalloc.report()
         result["pool"] = report["pool"]
         result["largest"] = max(report["allocations"], key=lambda r: r["bytes"], default=None)
-    print(json.dumps(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ digest of the losses (bitwise: equal digests are equal losses).
 
 import argparse
 import hashlib
-import json
 import statistics
 import struct
 import sys
 import time
 from pathlib import Path
+
+from common import emit, use_allocator
 
 
 def main() -> int:
@@ -27,15 +28,7 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    if args.allocator == "alignmalloc":
-        import alignmalloc.torch
-
-        alignmalloc.torch.enable()
-    elif args.allocator == "managed":
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            args.plain_library, "plain_managed_alloc", "plain_managed_free"
-        )
-        torch.cuda.memory.change_current_allocator(allocator)
+    use_allocator(args.allocator, args.plain_library)
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -80,10 +73,7 @@ def main() -> int:
         report = alignmalloc.report()
         result["pool"] = report["pool"]
         result["failures"] = alignmalloc.failures()
-    print(json.dumps(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":
