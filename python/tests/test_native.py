@@ -4,6 +4,9 @@ Each test that loads the library runs in a fresh interpreter (the library reads 
 once per process).
 """
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from alignmalloc import AlignmallocError, Settings
@@ -15,6 +18,50 @@ def test_settings_become_the_wrappers_variables():
     assert env["ALIGNMALLOC_WRAP_MAX_ARENA_BYTES"] == str(1 << 30)
     assert env["ALIGNMALLOC_WRAP_ADVISE"] == "read-mostly"
     assert env["ALIGNMALLOC_WRAP_PAST_CAP"] == "driver"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(),
+        Settings(oversubscribe=True, max_arena_bytes=3 << 30, arena_bytes=64 << 20),
+        Settings(prefetch=True, advise="preferred-gpu", past_cap="fail", counters=False),
+        Settings(advise="read-mostly", report="alignmalloc-report.json"),
+    ],
+)
+def test_the_library_reads_each_setting_as_the_package_means_it(fresh, settings):
+    # The settings are checked twice, here and by the library (WrapOptions::from_env); the
+    # library's own reading, as its report gives it, must be what the package asked for.
+    out = fresh(
+        f"""
+        import json, alignmalloc
+        alignmalloc.load(alignmalloc.{settings!r})
+        print(json.dumps(alignmalloc.report()["options"]))
+        """
+    )
+    read = {
+        "oversubscribe": out["oversubscribe"],
+        "max_arena_bytes": out["max_arena_bytes"],
+        "arena_bytes": out["arena_bytes"],
+        "prefetch": out["prefetch"],
+        "advise": out["advise"],
+        "past_cap": out["past_cap"],
+        "counters": out["counters"],
+        "report": out["report"],
+    }
+    default_arena = read["arena_bytes"] if settings.arena_bytes is None else settings.arena_bytes
+    report = settings.report and str(Path(tempfile.gettempdir(), settings.report).resolve())
+    assert read == {
+        "oversubscribe": settings.oversubscribe,
+        "max_arena_bytes": settings.max_arena_bytes,
+        "arena_bytes": default_arena,
+        "prefetch": settings.prefetch,
+        "advise": settings.advise,
+        "past_cap": settings.past_cap,
+        "counters": settings.counters,
+        "report": report,
+    }
+    assert out["pool"] is True
 
 
 @pytest.mark.parametrize(
