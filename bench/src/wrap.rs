@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use wrap::{Advice, PastCap, WrapOptions};
+use wrap::{Advice, PastCap, Placement, WrapOptions};
 
 /// Arguments of `alignmalloc wrap`.
 #[derive(clap::Args)]
@@ -39,6 +39,16 @@ pub struct Args {
     /// Let the arena reserve more than the GPU has free.
     #[arg(long)]
     oversubscribe: bool,
+    /// Where pages live: migrate (the driver moves them where they are used) or tiered (each
+    /// allocation of 64 MiB or more split: as much as the device tier has left preferred on the GPU
+    /// and prefetched, the rest kept in host memory and read over the link). Default: tiered
+    /// with --oversubscribe, else migrate.
+    #[arg(long)]
+    placement: Option<Placement>,
+    /// Bytes the device tier holds with tiered placement (default: the GPU's free memory when the
+    /// program first allocates, less a sixteenth and at least 2 GiB).
+    #[arg(long, value_parser = bytes)]
+    device_tier_bytes: Option<u64>,
     /// Past the cap, answer out of memory instead of allocating from the driver.
     #[arg(long)]
     fail_past_cap: bool,
@@ -78,6 +88,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         },
         callers: args.callers,
         report: None,
+        placement: args
+            .placement
+            .unwrap_or(Placement::default_for(args.oversubscribe)),
+        device_tier_bytes: args.device_tier_bytes,
     };
     if args.arena_bytes == 0 {
         bail!("--arena-bytes must be more than 0");

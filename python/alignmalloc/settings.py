@@ -15,6 +15,7 @@ from .errors import AlignmallocError
 
 ADVICE = ("read-mostly", "preferred-gpu")
 PAST_CAP = ("driver", "fail")
+PLACEMENT = ("migrate", "tiered")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class Settings:
     - ``prefetch``: prefetch each new allocation to the GPU.
     - ``advise``: ``"read-mostly"`` or ``"preferred-gpu"`` advice for each new allocation.
     - ``past_cap``: ``"driver"`` (plain managed memory past the cap, warned once) or ``"fail"``.
+    - ``placement``: ``"migrate"`` (pages go where they are used) or ``"tiered"`` (each
+      allocation of 64 MiB or more split: as much as the device tier has left on the GPU, the rest
+      in host memory, read over the link); default ``"tiered"`` with ``oversubscribe``.
+      ``prefetch`` and ``advise`` apply to the allocations it does not split.
+    - ``device_tier_bytes``: what the device tier holds (default: the GPU's free memory when the
+      arena starts, less a sixteenth and at least 2 GiB).
     - ``counters``: count unified-memory traffic (CUPTI) for the report.
     - ``report``: a file for the JSON report at exit (default: a table on stderr).
     """
@@ -38,6 +45,8 @@ class Settings:
     prefetch: bool = False
     advise: Optional[str] = None
     past_cap: str = "driver"
+    placement: Optional[str] = None
+    device_tier_bytes: Optional[int] = None
     counters: bool = True
     report: Optional[Union[str, Path]] = None
 
@@ -68,6 +77,17 @@ class Settings:
             if self.advise not in ADVICE:
                 raise AlignmallocError(f"advise={self.advise!r}: give one of {', '.join(ADVICE)} or None")
             env["ALIGNMALLOC_WRAP_ADVISE"] = self.advise
+        if self.placement is not None:
+            if self.placement not in PLACEMENT:
+                raise AlignmallocError(
+                    f"placement={self.placement!r}: give one of {', '.join(PLACEMENT)} or None"
+                )
+            env["ALIGNMALLOC_WRAP_PLACEMENT"] = self.placement
+        if self.device_tier_bytes is not None:
+            value = self.device_tier_bytes
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise AlignmallocError(f"device_tier_bytes={value!r}: give a number of bytes, 0 or more")
+            env["ALIGNMALLOC_WRAP_DEVICE_TIER_BYTES"] = str(value)
         if self.past_cap not in PAST_CAP:
             raise AlignmallocError(f"past_cap={self.past_cap!r}: give one of {', '.join(PAST_CAP)}")
         env["ALIGNMALLOC_WRAP_PAST_CAP"] = self.past_cap

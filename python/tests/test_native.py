@@ -27,6 +27,8 @@ def test_settings_become_the_wrappers_variables():
         Settings(oversubscribe=True, max_arena_bytes=3 << 30, arena_bytes=64 << 20),
         Settings(prefetch=True, advise="preferred-gpu", past_cap="fail", counters=False),
         Settings(advise="read-mostly", report="alignmalloc-report.json"),
+        Settings(placement="tiered", device_tier_bytes=1 << 30),
+        Settings(oversubscribe=True, placement="migrate"),
     ],
 )
 def test_the_library_reads_each_setting_as_the_package_means_it(fresh, settings):
@@ -48,6 +50,8 @@ def test_the_library_reads_each_setting_as_the_package_means_it(fresh, settings)
         "past_cap": out["past_cap"],
         "counters": out["counters"],
         "report": out["report"],
+        "placement": out["placement"],
+        "device_tier_bytes": out["device_tier_bytes"],
     }
     default_arena = read["arena_bytes"] if settings.arena_bytes is None else settings.arena_bytes
     report = settings.report and str(Path(tempfile.gettempdir(), settings.report).resolve())
@@ -60,6 +64,9 @@ def test_the_library_reads_each_setting_as_the_package_means_it(fresh, settings)
         "past_cap": settings.past_cap,
         "counters": settings.counters,
         "report": report,
+        # Unset, the library places in tiers exactly when oversubscribing.
+        "placement": settings.placement or ("tiered" if settings.oversubscribe else "migrate"),
+        "device_tier_bytes": settings.device_tier_bytes,
     }
     assert out["pool"] is True
 
@@ -73,6 +80,8 @@ def test_the_library_reads_each_setting_as_the_package_means_it(fresh, settings)
         (dict(advise="everywhere"), "read-mostly"),
         (dict(past_cap="never"), "fail"),
         (dict(prefetch="yes"), "prefetch"),
+        (dict(placement="gpu"), "migrate, tiered"),
+        (dict(device_tier_bytes=-1), "device_tier_bytes"),
         (dict(report="/no/such/dir/r.json"), "existing directory"),
     ],
 )

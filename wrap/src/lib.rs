@@ -8,6 +8,8 @@
 //!   growth and cap, and the record of every allocation for ranges, attributes and the report.
 //! - [`report`]: what the program's allocations cost in unified-memory traffic, per allocation,
 //!   as JSON and as a table.
+//! - [`tiers`]: with tiered placement, which part of each large allocation lives on the GPU
+//!   and which in host memory.
 //! - [`launch`]: running a program with the preload library and forwarding its exit.
 //!
 //! No CUDA here: the pool reaches the driver through the [`pool::Reserve`] trait, so everything
@@ -18,7 +20,8 @@ pub mod options;
 pub mod pool;
 pub mod report;
 pub mod slabs;
+pub mod tiers;
 
-pub use options::{Advice, OptionsError, PastCap, WrapOptions};
+pub use options::{Advice, OptionsError, PastCap, Placement, WrapOptions};
 pub use pool::{Origin, Pool, PoolAlloc, Reserve};
 pub use report::{Counts, Report};

@@ -29,9 +29,16 @@ pub const ENV_COUNTERS: &str = "ALIGNMALLOC_WRAP_COUNTERS";
 pub const ENV_CALLERS: &str = "ALIGNMALLOC_WRAP_CALLERS";
 /// Where the preload library writes the report as JSON at exit (unset: a table on stderr).
 pub const ENV_REPORT: &str = "ALIGNMALLOC_WRAP_REPORT";
+/// `migrate` (the driver's migration for every allocation) or `tiered` (large allocations split
+/// between the GPU and host memory, [`crate::tiers`]); unset: `tiered` with
+/// [`ENV_OVERSUBSCRIBE`], else `migrate`.
+pub const ENV_PLACEMENT: &str = "ALIGNMALLOC_WRAP_PLACEMENT";
+/// Bytes the device tier may hold with `tiered` placement (default: the GPU's free memory when the
+/// pool starts, less a sixteenth and at least 2 GiB).
+pub const ENV_DEVICE_TIER_BYTES: &str = "ALIGNMALLOC_WRAP_DEVICE_TIER_BYTES";
 
 /// Every variable, for clearing them before setting the ones asked for.
-pub const ALL_ENV: [&str; 10] = [
+pub const ALL_ENV: [&str; 12] = [
     ENV_POOL,
     ENV_COUNTERS,
     ENV_PREFETCH,
@@ -42,6 +49,8 @@ pub const ALL_ENV: [&str; 10] = [
     ENV_PAST_CAP,
     ENV_CALLERS,
     ENV_REPORT,
+    ENV_PLACEMENT,
+    ENV_DEVICE_TIER_BYTES,
 ];
 
 /// Default first reservation of the arena: 256 MiB (managed memory takes pages only when
@@ -77,6 +86,47 @@ impl std::str::FromStr for Advice {
             _ => Err(format!(
                 "`{s}` is not advice: use read-mostly or preferred-gpu"
             )),
+        }
+    }
+}
+
+/// Where allocations' pages live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Wherever the driver migrates them (with the `advise` and `prefetch` settings).
+    #[default]
+    Migrate,
+    /// Large allocations split between a device tier and host memory ([`crate::tiers`]).
+    Tiered,
+}
+
+impl Placement {
+    /// Where pages live unless told: in tiers when the data may be larger than the GPU.
+    pub fn default_for(oversubscribe: bool) -> Self {
+        if oversubscribe {
+            Self::Tiered
+        } else {
+            Self::Migrate
+        }
+    }
+
+    /// The name on the command line and in the environment.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Migrate => "migrate",
+            Self::Tiered => "tiered",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "migrate" => Ok(Self::Migrate),
+            "tiered" => Ok(Self::Tiered),
+            _ => Err(format!("`{s}` is no placement: use migrate or tiered")),
         }
     }
 }
@@ -129,6 +179,12 @@ pub struct WrapOptions {
     pub callers: bool,
     /// Where the report goes as JSON (`None`: a table on stderr).
     pub report: Option<PathBuf>,
+    /// Where allocations' pages live.
+    #[serde(default)]
+    pub placement: Placement,
+    /// Bytes the device tier may hold (`None`: from the GPU's free memory when the pool starts).
+    #[serde(default)]
+    pub device_tier_bytes: Option<u64>,
 }
 
 impl Default for WrapOptions {
@@ -144,6 +200,8 @@ impl Default for WrapOptions {
             past_cap: PastCap::Driver,
             callers: false,
             report: None,
+            placement: Placement::Migrate,
+            device_tier_bytes: None,
         }
     }
 }
@@ -184,6 +242,14 @@ impl WrapOptions {
                 _ => return Err(bad(ENV_PAST_CAP, &v, "driver or fail")),
             };
         }
+        o.placement = match lookup(ENV_PLACEMENT) {
+            Some(v) => v.parse().map_err(|e: String| bad(ENV_PLACEMENT, &v, &e))?,
+            None => Placement::default_for(o.oversubscribe),
+        };
+        if let Some(v) = lookup(ENV_DEVICE_TIER_BYTES) {
+            o.device_tier_bytes =
+                Some(parse_bytes(&v).ok_or_else(|| bad(ENV_DEVICE_TIER_BYTES, &v, BYTES))?);
+        }
         o.report = lookup(ENV_REPORT)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
@@ -213,12 +279,16 @@ impl WrapOptions {
                 }
                 .to_string(),
             ),
+            (ENV_PLACEMENT, self.placement.name().to_string()),
         ];
         if let Some(a) = self.advise {
             env.push((ENV_ADVISE, a.name().to_string()));
         }
         if let Some(m) = self.max_arena_bytes {
             env.push((ENV_MAX_ARENA_BYTES, m.to_string()));
+        }
+        if let Some(g) = self.device_tier_bytes {
+            env.push((ENV_DEVICE_TIER_BYTES, g.to_string()));
         }
         if let Some(r) = &self.report {
             env.push((ENV_REPORT, r.display().to_string()));
@@ -279,11 +349,35 @@ mod tests {
             past_cap: PastCap::Fail,
             callers: true,
             report: Some("/tmp/r.json".into()),
+            placement: Placement::Migrate,
+            device_tier_bytes: Some(8 << 30),
         };
         let env: Vec<(&str, String)> = o.to_env();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(from(&pairs), Ok(o));
         assert_eq!(from(&[]), Ok(WrapOptions::default()));
+    }
+
+    #[test]
+    fn oversubscription_places_in_tiers_unless_told_otherwise() {
+        let over = from(&[(ENV_OVERSUBSCRIBE, "1")]).unwrap();
+        assert_eq!(over.placement, Placement::Tiered);
+        let told = from(&[(ENV_OVERSUBSCRIBE, "1"), (ENV_PLACEMENT, "migrate")]).unwrap();
+        assert_eq!(told.placement, Placement::Migrate);
+        assert_eq!(
+            from(&[(ENV_PLACEMENT, "tiered")]).unwrap().placement,
+            Placement::Tiered
+        );
+        assert_eq!(
+            from(&[(ENV_PLACEMENT, "gpu")]).unwrap_err().variable,
+            ENV_PLACEMENT
+        );
+        assert_eq!(
+            from(&[(ENV_DEVICE_TIER_BYTES, "most")])
+                .unwrap_err()
+                .variable,
+            ENV_DEVICE_TIER_BYTES
+        );
     }
 
     #[test]

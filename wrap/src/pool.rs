@@ -8,13 +8,16 @@
 //! [`Reserve`] on first use and grows by doubling (at least the request) up to its cap; past the
 //! cap an allocation goes to the driver or fails ([`PastCap`]). Every allocation, the pool's
 //! and the driver's, is recorded with its size and lifetime for the report and for the answers
-//! the driver would give about it (its range, its id).
+//! the driver would give about it (its range, its id). With tiered placement an allocation not
+//! from a slab is split between the GPU and host memory when it is recorded ([`crate::tiers`]);
+//! its GPU part returns to the budget when it is freed.
 //!
 //! Invariants: every address the resolver hands out lies in a reservation, and reservations are
 //! never given back while the pool lives; `live` holds exactly the allocations not yet freed
 //! that are not slab objects, by base, and an arena allocation in `live` is a live object of the
 //! resolver starting there; a slab object is live exactly when its slab's bit is set; a free the
-//! pool refuses changes nothing.
+//! pool refuses changes nothing; the device tier holds exactly the GPU parts of the live
+//! allocations' splits.
 
 use std::collections::BTreeMap;
 
@@ -22,9 +25,10 @@ use orchestrator::{LaneStatus, PLAIN_SMALL_MAX, Resolver, ResolverConfig, Status
 use ortree::VABLOCK_BYTES;
 use translator::WARP_LANES;
 
-use crate::options::{PastCap, WrapOptions};
+use crate::options::{PastCap, Placement, WrapOptions};
 use crate::report::{AllocationRow, Counts, PoolSummary, Traffic};
 use crate::slabs::{self, SLAB_BYTES, SlabHit, Slabs};
+use crate::tiers::{Split, Tiers};
 
 /// The driver as the pool needs it: managed memory for the arena, and how much the GPU has free.
 pub trait Reserve {
@@ -56,6 +60,8 @@ struct Record {
     born_ns: u64,
     died_ns: Option<u64>,
     caller: Option<String>,
+    /// With tiered placement, where its bytes live.
+    split: Option<Split>,
 }
 
 /// Records in pages that never move (a program may make millions of allocations; a growing
@@ -197,10 +203,12 @@ pub struct Pool<R: Reserve> {
     counters: PoolCounters,
     /// Bytes of [`Growth`]s handed out and not yet finished.
     pending_bytes: u64,
+    /// With tiered placement, the device tier's budget.
+    tiers: Option<Tiers>,
 }
 
 /// Where [`Pool::place`] put a request.
-enum Placement {
+enum Spot {
     Placed(u64),
     /// Not in the arena as it is.
     NoRoom,
@@ -217,6 +225,21 @@ impl<R: Reserve> Pool<R> {
             (None, true) => u64::MAX,
             (None, false) => reserve.gpu_free_bytes().unwrap_or(u64::MAX),
         };
+        let tiers = match options.placement {
+            Placement::Migrate => None,
+            Placement::Tiered => {
+                let budget = options
+                    .device_tier_bytes
+                    .or_else(|| reserve.gpu_free_bytes().map(Tiers::default_budget));
+                if budget.is_none() {
+                    tracing::warn!(
+                        "tiered placement needs the device tier's size and the driver does not say                          how much the GPU has free: every allocation migrates (set \
+                         --device-tier-bytes)"
+                    );
+                }
+                budget.map(Tiers::new)
+            }
+        };
         Self {
             reserve,
             enabled: options.pool,
@@ -232,6 +255,7 @@ impl<R: Reserve> Pool<R> {
             live_bytes: 0,
             counters: PoolCounters::default(),
             pending_bytes: 0,
+            tiers,
         }
     }
 
@@ -281,32 +305,32 @@ impl<R: Reserve> Pool<R> {
             None => (self.place(bytes), bytes),
         };
         match placed {
-            Placement::Placed(base) => {
+            Spot::Placed(base) => {
                 self.counters.arena_allocations += 1;
                 let mapped = slabs::class_of(bytes).is_none();
                 self.insert(base, bytes, Origin::Arena, now_ns, caller, mapped);
                 PoolAlloc::Arena(base)
             }
-            Placement::NoRoom if may_grow => match self.plan_growth(need) {
+            Spot::NoRoom if may_grow => match self.plan_growth(need) {
                 Some(growth) => PoolAlloc::Grow(growth),
                 None => self.past_the_cap(bytes),
             },
-            Placement::NoRoom | Placement::Never => self.past_the_cap(bytes),
+            Spot::NoRoom | Spot::Never => self.past_the_cap(bytes),
         }
     }
 
     /// An object of slab class `class`, from a slab with room or a new one.
-    fn slab_object(&mut self, class: usize) -> Placement {
+    fn slab_object(&mut self, class: usize) -> Spot {
         let record = self.records.len();
         if let Some(address) = self.slabs.take(class, record) {
-            return Placement::Placed(address);
+            return Spot::Placed(address);
         }
         match self.place(SLAB_BYTES) {
-            Placement::Placed(base) => {
+            Spot::Placed(base) => {
                 self.slabs.add(base, class);
                 match self.slabs.take(class, record) {
-                    Some(address) => Placement::Placed(address),
-                    None => Placement::Never,
+                    Some(address) => Spot::Placed(address),
+                    None => Spot::Never,
                 }
             }
             other => other,
@@ -314,17 +338,17 @@ impl<R: Reserve> Pool<R> {
     }
 
     /// Room for `bytes` from the arena as it is.
-    fn place(&mut self, bytes: u64) -> Placement {
+    fn place(&mut self, bytes: u64) -> Spot {
         let Some(r) = &mut self.resolver else {
-            return Placement::NoRoom;
+            return Spot::NoRoom;
         };
         match r.alloc_plain(bytes) {
-            Ok(base) => Placement::Placed(base),
-            Err(Status::OutOfMemory) => Placement::NoRoom,
+            Ok(base) => Spot::Placed(base),
+            Err(Status::OutOfMemory) => Spot::NoRoom,
             Err(status) => {
                 // Over 1 TiB: more than any arena holds.
                 tracing::warn!(bytes, ?status, "an allocation the arena cannot place");
-                Placement::Never
+                Spot::Never
             }
         }
     }
@@ -559,6 +583,7 @@ impl<R: Reserve> Pool<R> {
                 lifetime_ns: r
                     .died_ns
                     .map(|d| (d.saturating_sub(r.born_ns) as f64 * ns_per_tick) as u64),
+                split: r.split,
                 counts,
             })
             .collect();
@@ -580,6 +605,7 @@ impl<R: Reserve> Pool<R> {
             counters: self.counters,
             live_allocations: self.live_count,
             live_bytes: self.live_bytes,
+            tiers: self.tiers.as_ref().map(Tiers::summary),
         }
     }
 
@@ -595,6 +621,11 @@ impl<R: Reserve> Pool<R> {
         let id = self.next_id;
         self.next_id += 1;
         self.live_bytes += bytes;
+        // Slab objects share their blocks: never split.
+        let split = match &mut self.tiers {
+            Some(tiers) if mapped => tiers.split(bytes),
+            _ => None,
+        };
         self.counters.peak_live_bytes = self.counters.peak_live_bytes.max(self.live_bytes);
         let index = self.records.push(Record {
             id,
@@ -604,6 +635,7 @@ impl<R: Reserve> Pool<R> {
             born_ns: now_ns,
             died_ns: None,
             caller,
+            split,
         });
         self.live_count += 1;
         if !mapped {
@@ -632,6 +664,22 @@ impl<R: Reserve> Pool<R> {
         self.live_bytes -= r.bytes;
         self.live_count -= 1;
         r.died_ns = Some(now_ns);
+        if let (Some(split), Some(tiers)) = (r.split, &mut self.tiers) {
+            tiers.release(split);
+        }
+    }
+
+    /// With tiered placement, where the live allocation starting at `base` lives (`None`: it
+    /// migrates, or no live allocation starts there).
+    pub fn split_of(&self, base: u64) -> Option<Split> {
+        self.live_at(base).and_then(|r| r.split)
+    }
+
+    /// Count `ns` spent applying an allocation's split.
+    pub fn add_placing_ns(&mut self, ns: u64) {
+        if let Some(tiers) = &mut self.tiers {
+            tiers.add_placing_ns(ns);
+        }
     }
 
     /// The segment to reserve for room for `bytes`: twice what is reserved or pending (at least

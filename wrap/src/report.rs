@@ -5,6 +5,7 @@
 
 use crate::options::WrapOptions;
 use crate::pool::{Origin, PoolCounters};
+use crate::tiers::{Split, TierSummary};
 
 /// Rows the JSON keeps (most traffic first); the rest are summed into one.
 pub const MAX_ROWS: usize = 10_000;
@@ -92,6 +93,9 @@ pub struct AllocationRow {
     pub caller: Option<String>,
     /// Nanoseconds from allocation to free (`None`: still live at exit).
     pub lifetime_ns: Option<u64>,
+    /// With tiered placement, its bytes on the GPU and in host memory (`None`: it migrated).
+    #[serde(default)]
+    pub split: Option<Split>,
     /// Traffic attributed to it.
     pub counts: Counts,
 }
@@ -120,6 +124,9 @@ pub struct PoolSummary {
     pub live_allocations: u64,
     /// Their bytes.
     pub live_bytes: u64,
+    /// With tiered placement, what the tiers did.
+    #[serde(default)]
+    pub tiers: Option<TierSummary>,
 }
 
 /// How the program reached the driver.
@@ -215,19 +222,39 @@ impl Report {
             },
             bytes(p.peak_live_bytes),
         );
+        if let Some(t) = &self.pool.tiers {
+            let _ = writeln!(
+                out,
+                "tiers: {} split ({} on the GPU, {} in host memory; device tier {}, peak {}), {} \
+                 placing",
+                t.tiered_allocations,
+                bytes(t.device_bytes_placed),
+                bytes(t.host_bytes_placed),
+                bytes(t.budget_bytes),
+                bytes(t.peak_device_bytes),
+                duration(t.placing_ns),
+            );
+        }
         if !self.counted {
             let _ = writeln!(out, "traffic: {}", self.counters);
         }
         let _ = writeln!(
             out,
-            "{:>7} {:>11} {:>10} {:>12} {:>11} {:>11} {:>9} {:>9}  caller",
-            "alloc", "bytes", "origin", "lifetime", "HtoD", "DtoH", "GPU flt", "CPU flt"
+            "{:>7} {:>11} {:>10} {:>12} {:>19} {:>11} {:>11} {:>9} {:>9}  caller",
+            "alloc",
+            "bytes",
+            "origin",
+            "lifetime",
+            "GPU + host",
+            "HtoD",
+            "DtoH",
+            "GPU flt",
+            "CPU flt"
         );
         let row = |out: &mut String,
                    id: String,
                    b: u64,
-                   origin: &str,
-                   life: String,
+                   (origin, life, split): (&str, String, String),
                    c: &Counts,
                    caller: &str| {
             let (h, d, g, f) = if self.counted {
@@ -242,7 +269,8 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "{id:>7} {:>11} {origin:>10} {life:>12} {h:>11} {d:>11} {g:>9} {f:>9}  {caller}",
+                "{id:>7} {:>11} {origin:>10} {life:>12} {split:>19} {h:>11} {d:>11} {g:>9} {f:>9}  \
+                 {caller}",
                 bytes(b)
             );
         };
@@ -253,12 +281,14 @@ impl Report {
                 Origin::DriverPastCap => "past cap",
             };
             let life = a.lifetime_ns.map_or("live".to_string(), duration);
+            let split = a.split.map_or("-".to_string(), |s| {
+                format!("{} + {}", bytes(s.device_bytes), bytes(s.host_bytes))
+            });
             row(
                 &mut out,
                 a.id.to_string(),
                 a.bytes,
-                origin,
-                life,
+                (origin, life, split),
                 &a.counts,
                 a.caller.as_deref().unwrap_or("-"),
             );
@@ -275,8 +305,7 @@ impl Report {
                 &mut out,
                 format!("+{hidden}"),
                 b,
-                "",
-                String::new(),
+                ("", String::new(), String::new()),
                 &c,
                 "(the rest)",
             );
@@ -286,8 +315,7 @@ impl Report {
                 &mut out,
                 "other".into(),
                 0,
-                "",
-                String::new(),
+                ("", String::new(), String::new()),
                 &self.unattributed,
                 "(no allocation of the program)",
             );
@@ -295,8 +323,7 @@ impl Report {
                 &mut out,
                 "total".into(),
                 0,
-                "",
-                String::new(),
+                ("", String::new(), String::new()),
                 &self.total,
                 "",
             );
@@ -363,6 +390,7 @@ mod tests {
                 counters: PoolCounters::default(),
                 live_allocations: 0,
                 live_bytes: 0,
+                tiers: None,
             },
             total: Counts::default(),
             unattributed: Counts::default(),

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use orchestrator::LaneStatus;
 use proptest::prelude::*;
 use wrap::pool::{Owner, PoolFree};
-use wrap::{Origin, PastCap, Pool, PoolAlloc, Reserve, WrapOptions};
+use wrap::tiers::{Split, TIER_MIN_BYTES};
+use wrap::{Origin, PastCap, Placement, Pool, PoolAlloc, Reserve, WrapOptions};
 
 /// Reservations at made-up addresses, a gap apart (never block aligned, as the driver's need
 /// not be); refusals after `refuse_after` of them.
@@ -17,6 +18,17 @@ struct Addresses {
     next: u64,
     made: u32,
     refuse_after: u32,
+}
+
+impl Addresses {
+    /// From `next`, refusing after `refuse_after` reservations.
+    fn from(next: u64, refuse_after: u32) -> Self {
+        Self {
+            next,
+            made: 0,
+            refuse_after,
+        }
+    }
 }
 
 impl Reserve for Addresses {
@@ -82,14 +94,7 @@ fn run(steps: Vec<Step>, past_cap: PastCap, refuse_after: u32) -> Result<(), Tes
         past_cap,
         ..WrapOptions::default()
     };
-    let mut pool = Pool::new(
-        &options,
-        Addresses {
-            next: (1 << 40) + 12345,
-            made: 0,
-            refuse_after,
-        },
-    );
+    let mut pool = Pool::new(&options, Addresses::from((1 << 40) + 12345, refuse_after));
     // Live arena allocations: base -> bytes; freed bases.
     let mut live: BTreeMap<u64, u64> = BTreeMap::new();
     let mut freed: Vec<u64> = Vec::new();
@@ -204,14 +209,7 @@ proptest! {
 #[test]
 fn traffic_goes_to_the_allocation_that_held_its_address_at_its_time() {
     use wrap::report::{Traffic, TrafficKind};
-    let mut pool = Pool::new(
-        &WrapOptions::default(),
-        Addresses {
-            next: 1 << 40,
-            made: 0,
-            refuse_after: u32::MAX,
-        },
-    );
+    let mut pool = Pool::new(&WrapOptions::default(), Addresses::from(1 << 40, u32::MAX));
     let PoolAlloc::Arena(a) = pool.alloc(1 << 20, 10, None) else {
         panic!()
     };
@@ -240,4 +238,101 @@ fn traffic_goes_to_the_allocation_that_held_its_address_at_its_time() {
     // Past the first's end, and between the two lives.
     assert_eq!(unattributed.htod_bytes, 1 + 3);
     assert_eq!(rows[0].id, 1, "most traffic first");
+}
+
+/// With tiered placement, against a model of the device tier: every allocation of at least
+/// [`TIER_MIN_BYTES`] gets the GPU part the budget has left (whole blocks when cut), smaller ones
+/// and slab objects none, a free gives it back, and the summary adds up.
+fn run_tiered(steps: Vec<(bool, u64, usize)>, budget: u64) -> Result<(), TestCaseError> {
+    let options = WrapOptions {
+        oversubscribe: true,
+        placement: Placement::Tiered,
+        device_tier_bytes: Some(budget),
+        ..WrapOptions::default()
+    };
+    let mut pool = Pool::new(&options, Addresses::from((1 << 40) + 12345, u32::MAX));
+    let mut live: BTreeMap<u64, (u64, Option<Split>)> = BTreeMap::new();
+    let (mut gpu_live, mut placed) = (0u64, (0u64, 0u64, 0u64));
+    for (now, (alloc, bytes, pick)) in steps.into_iter().enumerate() {
+        if alloc || live.is_empty() {
+            let PoolAlloc::Arena(base) = pool.alloc(bytes, now as u64, None) else {
+                return Err(TestCaseError::fail("an unlimited arena placed nothing"));
+            };
+            let want = (bytes >= TIER_MIN_BYTES).then(|| {
+                let left = budget - gpu_live;
+                let device_bytes = if bytes <= left {
+                    bytes
+                } else {
+                    left - left % (2 << 20)
+                };
+                Split {
+                    device_bytes,
+                    host_bytes: bytes - device_bytes,
+                }
+            });
+            prop_assert_eq!(pool.split_of(base), want);
+            if let Some(s) = want {
+                gpu_live += s.device_bytes;
+                placed = (
+                    placed.0 + 1,
+                    placed.1 + s.device_bytes,
+                    placed.2 + s.host_bytes,
+                );
+            }
+            live.insert(base, (bytes, want));
+        } else {
+            let base = *live.keys().nth(pick % live.len()).unwrap();
+            let (_, split) = live.remove(&base).unwrap();
+            prop_assert_eq!(pool.free(base, now as u64), PoolFree::Freed);
+            prop_assert_eq!(pool.split_of(base), None);
+            gpu_live -= split.map_or(0, |s| s.device_bytes);
+        }
+        prop_assert!(gpu_live <= budget);
+        prop_assert_eq!(pool.check(), Ok(()));
+    }
+    let tiers = pool
+        .summary()
+        .tiers
+        .expect("tiered placement reports its tiers");
+    prop_assert_eq!(tiers.budget_bytes, budget);
+    prop_assert_eq!(
+        (
+            tiers.tiered_allocations,
+            tiers.device_bytes_placed,
+            tiers.host_bytes_placed
+        ),
+        placed
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn tiered_placement_splits_large_allocations_within_the_gpu_budget(
+        steps in prop::collection::vec(
+            (any::<bool>(), prop_oneof![1u64..8192, (1u64 << 20)..(300 << 20)], any::<usize>()),
+            1..80,
+        ),
+        budget_blocks in 0u64..400,
+    ) {
+        run_tiered(steps, budget_blocks * (2 << 20))?;
+    }
+}
+
+#[test]
+fn without_tiered_placement_nothing_is_split() {
+    let mut pool = Pool::new(
+        &WrapOptions {
+            oversubscribe: true,
+            ..WrapOptions::default()
+        },
+        Addresses::from(1 << 40, u32::MAX),
+    );
+    let PoolAlloc::Arena(a) = pool.alloc(1 << 30, 1, None) else {
+        panic!()
+    };
+    assert_eq!(pool.split_of(a), None);
+    assert_eq!(pool.summary().tiers, None);
 }

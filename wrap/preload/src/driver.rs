@@ -25,8 +25,13 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
 pub const CUDA_ERROR_NOT_FOUND: CuResult = 500;
 pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;
 pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
+/// Host memory (the id is ignored).
+pub const CU_MEM_LOCATION_TYPE_HOST: c_int = 2;
 pub const CU_MEM_ADVISE_SET_READ_MOSTLY: c_int = 1;
 pub const CU_MEM_ADVISE_SET_PREFERRED_LOCATION: c_int = 3;
+pub const CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: c_int = 4;
+pub const CU_MEM_ADVISE_SET_ACCESSED_BY: c_int = 5;
+pub const CU_MEM_ADVISE_UNSET_ACCESSED_BY: c_int = 6;
 pub const CU_POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
 pub const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
 pub const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;

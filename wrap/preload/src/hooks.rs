@@ -13,9 +13,9 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use wrap::Advice;
 use wrap::Reserve;
 use wrap::pool::{Owner, PoolAlloc, PoolFree};
+use wrap::{Advice, Placement};
 
 use crate::driver::{self, CuResult, DevicePtr, ManagedReserve, MemLocation, Stream};
 use crate::driver::{
@@ -24,6 +24,7 @@ use crate::driver::{
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
 };
 use crate::state::{self, with_pool};
+use crate::tiers;
 
 /// Buffer ids of arena allocations: this bit, then the allocation's number (the driver numbers
 /// its own buffers from 1, far below).
@@ -306,8 +307,14 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     })
 }
 
-/// Prefetch and advise a new allocation as the settings ask.
+/// Place a new allocation as the settings ask: split between the GPU and host memory where the
+/// pool split it (tiered placement), else prefetched and advised as set.
 fn settle(device: c_int, address: DevicePtr, bytes: usize) {
+    if let Some(split) = with_pool(|pool| pool.split_of(address)).flatten() {
+        let ns = tiers::place(device, address, split);
+        with_pool(|pool| pool.add_placing_ns(ns));
+        return;
+    }
     let options = state::options();
     let gpu = MemLocation {
         kind: CU_MEM_LOCATION_TYPE_DEVICE,
@@ -362,14 +369,34 @@ fn free_with(
             return waited;
         }
     }
-    let now = state::ticks();
-    match with_pool(|pool| pool.free(address, now)) {
+    match release(address, state::ticks()) {
         Some(PoolFree::Freed) => CUDA_SUCCESS,
         Some(PoolFree::Refused(_)) => CUDA_ERROR_INVALID_VALUE,
         // The arena's address; its pool gone from under this call only on the starting
         // thread, which never got an arena address.
         Some(PoolFree::Driver) | None => free(),
     }
+}
+
+/// Give the arena allocation at `address`, whose work is done, back to the pool at `now` (the
+/// pool's answer; `None` where no pool can be used). A split allocation's advice comes off
+/// first, while no other allocation can hold its range.
+pub fn release(address: DevicePtr, now: u64) -> Option<PoolFree> {
+    if state::options().placement != Placement::Tiered {
+        return with_pool(|pool| pool.free(address, now));
+    }
+    // A second free of the same allocation racing this one on another thread (a program's
+    // bug) may take advice off a new allocation's range: its speed suffers, not its bytes.
+    let live = with_pool(|pool| match pool.owner(address) {
+        Owner::Allocation { base, bytes, .. } if base == address => {
+            pool.split_of(address).map(|split| (bytes, split))
+        }
+        _ => None,
+    });
+    if let Some((bytes, split)) = live.flatten() {
+        tiers::unplace(driver::current_device(), address, bytes, split);
+    }
+    with_pool(|pool| pool.free(address, now))
 }
 
 /// Free `address` once `stream`'s work is done: the arena's to the pool, the driver's through

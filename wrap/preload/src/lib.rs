@@ -22,6 +22,7 @@ mod hooks;
 mod pluggable;
 mod state;
 mod stream_frees;
+mod tiers;
 
 use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_void};

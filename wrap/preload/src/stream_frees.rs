@@ -116,7 +116,7 @@ pub fn reap(wait: bool) -> usize {
     };
     let count = done.len();
     for p in done {
-        match state::with_pool(|pool| pool.free(p.address, p.freed_at)) {
+        match hooks::release(p.address, p.freed_at) {
             Some(PoolFree::Freed) => {}
             outcome => {
                 // A second free of the same allocation, made while the first waited.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use wrap::report::Report;
-use wrap::{PastCap, WrapOptions};
+use wrap::tiers::Split;
+use wrap::{PastCap, Placement, WrapOptions};
 
 struct Fixture {
     dir: PathBuf,
@@ -341,6 +342,75 @@ fn past_the_cap_allocations_go_to_the_driver_or_fail_as_asked() {
         Some(WrapOptions::default()),
     );
     assert_eq!(within.report.unwrap().pool.counters.arena_allocations, 1);
+}
+
+#[test]
+fn tiered_placement_splits_a_large_allocation_and_takes_its_advice_off_at_free() {
+    const MIB: u64 = 1 << 20;
+    let f = fixture();
+    let tiered = WrapOptions {
+        oversubscribe: true,
+        placement: Placement::Tiered,
+        device_tier_bytes: Some(32 * MIB),
+        ..WrapOptions::default()
+    };
+    let run = run(&f.via_proc_address, &["big", "96"], Some(tiered.clone()));
+    assert_eq!(run.stdout, "big alloc: 0\nbig free: 0\n");
+    let log = &run.driver_log;
+    // The driver's codes: advice 3/4 (un)set preferred location, 5/6 (un)set accessed by;
+    // location 1 the GPU, 2 the host.
+    let placed = [
+        format!("advise-3-2 {}", 64 * MIB),
+        format!("advise-5-1 {}", 64 * MIB),
+        format!("advise-3-1 {}", 32 * MIB),
+        format!("prefetch-1 {}", 32 * MIB),
+        format!("advise-4-1 {}", 96 * MIB),
+        format!("advise-6-1 {}", 64 * MIB),
+    ];
+    let at: Vec<usize> = placed
+        .iter()
+        .map(|line| {
+            log.iter()
+                .position(|l| l == line)
+                .unwrap_or_else(|| panic!("no `{line}` in {log:?}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "placed, then unplaced: {log:?}");
+    let report = run.report.unwrap();
+    let row = report
+        .allocations
+        .iter()
+        .find(|r| r.bytes == 96 * MIB)
+        .unwrap();
+    assert_eq!(
+        row.split,
+        Some(Split {
+            device_bytes: 32 * MIB,
+            host_bytes: 64 * MIB
+        })
+    );
+    let tiers = report.pool.tiers.unwrap();
+    assert_eq!(
+        (tiers.tiered_allocations, tiers.budget_bytes),
+        (1, 32 * MIB)
+    );
+    // By default the device tier is the GPU's free memory less the headroom: here 64 MiB.
+    let by_default = run_with(
+        &f.via_proc_address,
+        &["big", "96"],
+        Some(WrapOptions {
+            device_tier_bytes: None,
+            ..tiered
+        }),
+        &[("FAKE_CUDA_FREE_BYTES", &((2048 + 64) * MIB).to_string())],
+    );
+    let report = by_default.report.unwrap();
+    let row = report
+        .allocations
+        .iter()
+        .find(|r| r.bytes == 96 * MIB)
+        .unwrap();
+    assert_eq!(row.split.map(|s| s.device_bytes), Some(64 * MIB));
 }
 
 #[test]
