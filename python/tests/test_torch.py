@@ -28,6 +28,41 @@ def test_tensors_live_in_the_arena_and_compute_as_usual(fresh):
     assert out["failures"] == [0, 0]
 
 
+def test_tiered_placement_splits_a_large_tensor_and_keeps_its_values(fresh):
+    # A 192 MiB tensor with a 64 MiB device tier: 64 MiB on the GPU, 128 MiB in host memory,
+    # written and read by kernels on both sides of the split; freed, then made again (its
+    # advice taken off, its device part given back, both set anew). Small tensors are not split.
+    out = fresh(
+        """
+        import json, torch, alignmalloc, alignmalloc.torch
+        alignmalloc.torch.enable(placement="tiered", device_tier_bytes=64 << 20)
+        n = 48 << 20
+        sums = []
+        for round in range(2):
+            y = torch.full((n,), 3.0, device="cuda")
+            y[: n // 2] += 1.0
+            y[n // 2 :] *= 2.0
+            sums.append(y.double().sum().item())
+            del y
+            # The frees pass their stream's event before the next round allocates.
+            torch.cuda.synchronize()
+        small = torch.ones(1 << 18, device="cuda")
+        torch.cuda.synchronize()
+        report = alignmalloc.torch.report()
+        print(json.dumps({"sums": sums, "report": report, "failures": alignmalloc.failures()}))
+        """
+    )
+    n = 48 << 20
+    assert out["sums"] == [5.0 * n, 5.0 * n]
+    allocations = out["report"]["allocations"]
+    tensors = [r for r in allocations if r["bytes"] == 4 * n]
+    assert [r["split"] for r in tensors] == [{"device_bytes": 64 << 20, "host_bytes": 128 << 20}] * 2
+    assert all(r["split"] is None for r in allocations if r["bytes"] < 64 << 20)
+    tiers = out["report"]["pool"]["tiers"]
+    assert tiers["budget_bytes"] == 64 << 20 and tiers["peak_device_bytes"] == 64 << 20
+    assert out["failures"] == [0, 0]
+
+
 def test_enable_after_cuda_allocated_is_refused(refused):
     message = refused(
         'import torch, alignmalloc.torch\nx = torch.ones(4, device="cuda")',

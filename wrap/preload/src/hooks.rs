@@ -310,12 +310,14 @@ pub unsafe extern "C" fn cuMemAllocManaged(
 /// Place a new allocation as the settings ask: split between the GPU and host memory where the
 /// pool split it (tiered placement), else prefetched and advised as set.
 fn settle(device: c_int, address: DevicePtr, bytes: usize) {
-    if let Some(split) = with_pool(|pool| pool.split_of(address)).flatten() {
+    let options = state::options();
+    if options.placement == Placement::Tiered
+        && let Some(split) = with_pool(|pool| pool.split_of(address)).flatten()
+    {
         let ns = tiers::place(device, address, split);
         with_pool(|pool| pool.add_placing_ns(ns));
         return;
     }
-    let options = state::options();
     let gpu = MemLocation {
         kind: CU_MEM_LOCATION_TYPE_DEVICE,
         id: device,
@@ -387,14 +389,8 @@ pub fn release(address: DevicePtr, now: u64) -> Option<PoolFree> {
     }
     // A second free of the same allocation racing this one on another thread (a program's
     // bug) may take advice off a new allocation's range: its speed suffers, not its bytes.
-    let live = with_pool(|pool| match pool.owner(address) {
-        Owner::Allocation { base, bytes, .. } if base == address => {
-            pool.split_of(address).map(|split| (bytes, split))
-        }
-        _ => None,
-    });
-    if let Some((bytes, split)) = live.flatten() {
-        tiers::unplace(driver::current_device(), address, bytes, split);
+    if let Some(split) = with_pool(|pool| pool.split_of(address)).flatten() {
+        tiers::unplace(driver::current_device(), address, split);
     }
     with_pool(|pool| pool.free(address, now))
 }

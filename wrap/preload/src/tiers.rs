@@ -100,11 +100,12 @@ pub fn place(device: c_int, address: DevicePtr, split: Split) -> u64 {
 }
 
 /// Take `split`'s advice off the allocation at `address`, about to be freed.
-pub fn unplace(device: c_int, address: DevicePtr, bytes: u64, split: Split) {
+pub fn unplace(device: c_int, address: DevicePtr, split: Split) {
     let gpu = MemLocation {
         kind: CU_MEM_LOCATION_TYPE_DEVICE,
         id: device,
     };
+    let bytes = split.device_bytes + split.host_bytes;
     advise(address, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, gpu);
     if split.host_bytes > 0 {
         let host_start = address + split.device_bytes;
