@@ -8,7 +8,8 @@
 //! byte per page from several threads: the GPU then reads and writes it over the link with no
 //! faults and no migration. Left to the GPU's faults, populating host pages runs at a fraction
 //! of the link's speed (the first write to a 16 GiB host tier took 7.3 s on an H100, against
-//! 1.2 s touched from 16 threads and 0.33 s for every write after).
+//! 1.2 s touched from 16 threads and 0.33 s for every write after;
+//! `bench/results/2026-11-26-python/h100-probes/`).
 //!
 //! Invariants: only a new allocation's own range is touched, before its address is returned;
 //! advice is taken off only while the allocation is still live in the pool (no other allocation
@@ -45,7 +46,8 @@ pub fn place(device: c_int, address: DevicePtr, split: Split) -> u64 {
         id: 0,
     };
     // The host part first: populating it while the GPU part's prefetch runs made both slower
-    // (a 99 GiB tensor's first write took 4.3 s against 3.6 s this way round, on an H100).
+    // (a 99 GiB tensor's first write took 4.3 s against 3.6 s this way round, on an H100:
+    // `bench/results/2026-11-26-python/h100-probes/probes.log`).
     let host_start = address + split.device_bytes;
     if split.host_bytes > 0 {
         advise(
