@@ -233,7 +233,8 @@ impl<R: Reserve> Pool<R> {
                     .or_else(|| reserve.gpu_free_bytes().map(Tiers::default_budget));
                 if budget.is_none() {
                     tracing::warn!(
-                        "tiered placement needs the device tier's size and the driver does not say                          how much the GPU has free: every allocation migrates (set \
+                        "tiered placement needs the device tier's size and the driver does not say \
+                         how much the GPU has free: every allocation migrates (set \
                          --device-tier-bytes)"
                     );
                 }
