@@ -45,6 +45,22 @@ pub struct MemLocation {
     pub id: c_int,
 }
 
+impl MemLocation {
+    /// GPU `device`.
+    pub fn gpu(device: c_int) -> Self {
+        Self {
+            kind: CU_MEM_LOCATION_TYPE_DEVICE,
+            id: device,
+        }
+    }
+
+    /// Host memory.
+    pub const HOST: Self = Self {
+        kind: CU_MEM_LOCATION_TYPE_HOST,
+        id: 0,
+    };
+}
+
 pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
 /// glibc's `dlsym` (`None` if this glibc has no versioned definition: then no lookup can be
@@ -172,6 +188,33 @@ pub fn driver() -> &'static Driver {
         event_query: entry!(c"cuEventQuery", EventFn),
         event_synchronize: entry!(c"cuEventSynchronize", EventFn),
     })
+}
+
+/// `cuMemAdvise` of `bytes` at `address`; a refusal is logged, naming `what` was advised (advice
+/// is a matter of speed: the memory stays correct either way).
+pub fn advise(address: DevicePtr, bytes: u64, advice: c_int, location: MemLocation, what: &str) {
+    let Some(f) = driver().advise else {
+        return;
+    };
+    // SAFETY: plain values; the driver refuses a range that is not managed memory with an error.
+    let r = unsafe { f(address, bytes as usize, advice, location) };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(result = r, advice, bytes, "cuMemAdvise of {what} failed");
+    }
+}
+
+/// `cuMemPrefetchAsync` of `bytes` at `address` to `location` on the null stream (which the
+/// program's later work on blocking streams waits for); a refusal is logged, naming `what`.
+pub fn prefetch(address: DevicePtr, bytes: u64, location: MemLocation, what: &str) {
+    let Some(f) = driver().prefetch else {
+        return;
+    };
+    // SAFETY: plain values and the null stream; the driver refuses a range that is not managed
+    // memory with an error.
+    let r = unsafe { f(address, bytes as usize, location, 0, std::ptr::null_mut()) };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(result = r, bytes, "cuMemPrefetchAsync of {what} failed");
+    }
 }
 
 /// The current context's device (0 if the driver cannot say).

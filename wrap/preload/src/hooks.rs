@@ -20,8 +20,7 @@ use wrap::{Advice, Placement};
 use crate::driver::{self, CuResult, DevicePtr, ManagedReserve, MemLocation, Stream};
 use crate::driver::{
     CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_SET_READ_MOSTLY, CU_MEM_ATTACH_GLOBAL,
-    CU_MEM_LOCATION_TYPE_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND,
-    CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+    CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
 };
 use crate::state::{self, with_pool};
 use crate::tiers;
@@ -318,29 +317,16 @@ fn settle(device: c_int, address: DevicePtr, bytes: usize) {
         with_pool(|pool| pool.add_placing_ns(ns));
         return;
     }
-    let gpu = MemLocation {
-        kind: CU_MEM_LOCATION_TYPE_DEVICE,
-        id: device,
-    };
-    if let (Some(advice), Some(advise)) = (options.advise, driver::driver().advise) {
+    let gpu = MemLocation::gpu(device);
+    if let Some(advice) = options.advise {
         let code = match advice {
             Advice::ReadMostly => CU_MEM_ADVISE_SET_READ_MOSTLY,
             Advice::PreferredGpu => CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
         };
-        // SAFETY: the range is the new allocation, in managed memory.
-        let r = unsafe { advise(address, bytes, code, gpu) };
-        if r != CUDA_SUCCESS {
-            tracing::warn!(result = r, "cuMemAdvise of a new allocation failed");
-        }
+        driver::advise(address, bytes as u64, code, gpu, "a new allocation");
     }
-    if options.prefetch
-        && let Some(prefetch) = driver::driver().prefetch
-    {
-        // SAFETY: as above; the null stream.
-        let r = unsafe { prefetch(address, bytes, gpu, 0, std::ptr::null_mut()) };
-        if r != CUDA_SUCCESS {
-            tracing::warn!(result = r, "cuMemPrefetchAsync of a new allocation failed");
-        }
+    if options.prefetch {
+        driver::prefetch(address, bytes as u64, gpu, "a new allocation");
     }
 }
 

@@ -22,8 +22,8 @@ use wrap::tiers::Split;
 
 use crate::driver::{
     self, CU_MEM_ADVISE_SET_ACCESSED_BY, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
-    CU_MEM_ADVISE_UNSET_ACCESSED_BY, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
-    CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST, CUDA_SUCCESS, DevicePtr, MemLocation,
+    CU_MEM_ADVISE_UNSET_ACCESSED_BY, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, DevicePtr,
+    MemLocation, advise,
 };
 
 /// Host pages are touched this far apart (the smallest page the host maps).
@@ -37,59 +37,36 @@ const MAX_THREADS: usize = 16;
 /// took.
 pub fn place(device: c_int, address: DevicePtr, split: Split) -> u64 {
     let started = Instant::now();
-    let gpu = MemLocation {
-        kind: CU_MEM_LOCATION_TYPE_DEVICE,
-        id: device,
-    };
-    let host = MemLocation {
-        kind: CU_MEM_LOCATION_TYPE_HOST,
-        id: 0,
-    };
+    let gpu = MemLocation::gpu(device);
     // The host part first: populating it while the GPU part's prefetch runs made both slower
     // (a 99 GiB tensor's first write took 4.3 s against 3.6 s this way round, on an H100:
     // `bench/results/2026-11-26-python/h100-probes/probes.log`).
     let host_start = address + split.device_bytes;
     if split.host_bytes > 0 {
+        let (bytes, what) = (split.host_bytes, "a host tier");
         advise(
             host_start,
-            split.host_bytes,
+            bytes,
             CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
-            host,
+            MemLocation::HOST,
+            what,
         );
-        advise(
-            host_start,
-            split.host_bytes,
-            CU_MEM_ADVISE_SET_ACCESSED_BY,
-            gpu,
-        );
+        advise(host_start, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu, what);
         // SAFETY: the host part of the new allocation: managed memory mapped on the host, which
         // nothing else uses until the allocation is returned.
-        unsafe { populate_on_host(host_start, split.host_bytes as usize) };
+        unsafe { populate_on_host(host_start, bytes as usize) };
     }
     let host_placed = started.elapsed();
     if split.device_bytes > 0 {
+        let (bytes, what) = (split.device_bytes, "a device tier");
         advise(
             address,
-            split.device_bytes,
+            bytes,
             CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
             gpu,
+            what,
         );
-        if let Some(prefetch) = driver::driver().prefetch {
-            // SAFETY: the range is the new allocation's, in managed memory; the null stream,
-            // which the program's later work on blocking streams waits for.
-            let r = unsafe {
-                prefetch(
-                    address,
-                    split.device_bytes as usize,
-                    gpu,
-                    0,
-                    std::ptr::null_mut(),
-                )
-            };
-            if r != CUDA_SUCCESS {
-                tracing::warn!(result = r, "cuMemPrefetchAsync of a device tier failed");
-            }
-        }
+        driver::prefetch(address, bytes, gpu, what);
     }
     tracing::debug!(
         device_bytes = split.device_bytes,
@@ -103,12 +80,15 @@ pub fn place(device: c_int, address: DevicePtr, split: Split) -> u64 {
 
 /// Take `split`'s advice off the allocation at `address`, about to be freed.
 pub fn unplace(device: c_int, address: DevicePtr, split: Split) {
-    let gpu = MemLocation {
-        kind: CU_MEM_LOCATION_TYPE_DEVICE,
-        id: device,
-    };
+    let (gpu, what) = (MemLocation::gpu(device), "a freed tier");
     let bytes = split.device_bytes + split.host_bytes;
-    advise(address, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, gpu);
+    advise(
+        address,
+        bytes,
+        CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+        gpu,
+        what,
+    );
     if split.host_bytes > 0 {
         let host_start = address + split.device_bytes;
         advise(
@@ -116,20 +96,8 @@ pub fn unplace(device: c_int, address: DevicePtr, split: Split) {
             split.host_bytes,
             CU_MEM_ADVISE_UNSET_ACCESSED_BY,
             gpu,
+            what,
         );
-    }
-}
-
-/// `cuMemAdvise` over a range of a live allocation; a refusal is logged (the placement is a
-/// speed matter: the memory stays correct).
-fn advise(address: DevicePtr, bytes: u64, advice: c_int, location: MemLocation) {
-    let Some(advise) = driver::driver().advise else {
-        return;
-    };
-    // SAFETY: the range lies in one live managed allocation.
-    let r = unsafe { advise(address, bytes as usize, advice, location) };
-    if r != CUDA_SUCCESS {
-        tracing::warn!(result = r, advice, bytes, "cuMemAdvise of a tier failed");
     }
 }
 
