@@ -7,7 +7,9 @@
 //! - [`KERNELS`]: the project's own kernels (self-tests, benchmarks), each a complete translation
 //!   unit with `extern "C"` entry points.
 //!
-//! The headers' Rust twins live in the `translator` crate; `device/hostcheck` holds them equal.
+//! `detail/abi.h` is generated from the Rust definitions (the `headergen` crate); the functions
+//! of the other headers have Rust twins in `translator` and `orchestrator`, which
+//! `device/hostcheck` holds equal.
 
 /// One embedded source file.
 #[derive(Clone, Copy, Debug)]
@@ -29,8 +31,8 @@ pub const HEADERS: &[Source] = &[
         text: include_str!("../include/alignmalloc/detail/layout.h"),
     },
     Source {
-        path: "alignmalloc/detail/records.h",
-        text: include_str!("../include/alignmalloc/detail/records.h"),
+        path: "alignmalloc/detail/abi.h",
+        text: include_str!("../include/alignmalloc/detail/abi.h"),
     },
     Source {
         path: "alignmalloc/detail/client.cuh",

@@ -1,7 +1,8 @@
 //! orchestrator: the mailbox between GPU warps and the host, and the host service thread that
 //! answers it.
 //!
-//! - [`records`]: request and reply records (twins of `device/include/alignmalloc/detail/records.h`).
+//! - [`records`]: request and reply records and their codes, the one definition of both sides
+//!   (`device/include/alignmalloc/detail/abi.h` is generated from them, see [`cpp_decl`]).
 //! - [`mailbox`]: the ports, single-writer words, and the post/ack handshake.
 //! - [`resolver`]: allocation and free against `ortree` and `translator`, with every bad input
 //!   turned into a defined status, over the arena's segments (one per reservation);
@@ -17,6 +18,7 @@
 
 pub mod caches;
 pub mod chunks;
+pub mod cpp_decl;
 pub mod cpu;
 pub mod generations;
 pub mod mailbox;

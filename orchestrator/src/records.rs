@@ -1,10 +1,13 @@
-//! The request and reply records of the mailbox, and their codes. `device/include/alignmalloc/
-//! records.h` is the C++ twin; `device/hostcheck` checks sizes, offsets and codes against it.
+//! The request and reply records of the mailbox, and their codes: the one definition of both
+//! sides. Each has a C++ description ([`crate::cpp_decl`]) from which `detail/abi.h`, the device
+//! headers' declarations, is rendered; a test fails when the committed header is stale.
 //!
 //! A record travels as whole 64-bit words (see [`crate::mailbox`]), so both are a multiple of 8
 //! bytes and `Pod`.
 
 use bytemuck::{Pod, Zeroable};
+
+use crate::cpp_decl::{cpp_enum, cpp_struct};
 
 /// Words of a request record.
 pub const REQUEST_WORDS: usize = 34;
@@ -55,6 +58,12 @@ pub struct ReplyRecord {
 
 /// What a kernel gets to reach the service thread (`am::DeviceMailbox`): addresses as the device
 /// sees them of the mailbox arrays (pinned host memory) and of the per-port locks (device memory).
+/// The runtime passes it by value (or binds it as a module's default mailbox). All zero (`ports`
+/// 0) is unbound: every device call through it answers `Unbound` (`am::kStatusUnbound`) without
+/// touching memory. A port's next sequence number is its acknowledged one plus 1: the lock
+/// holder is the port's only device writer and every earlier request on it was acknowledged
+/// before the lock was released, so no device-side copy (which a stale cache line could make
+/// lie) is kept.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct DeviceMailbox {
@@ -79,8 +88,9 @@ pub struct DeviceMailbox {
 }
 
 /// What the device needs of the caches (`am::DeviceCaches`): sizes, then the device-memory
-/// arrays in the order of [`crate::caches::CpuCaches::arrays`], then the channel's arrays
-/// (pinned host memory) in the order of [`crate::caches::CacheChannel::offsets`].
+/// arrays in the order of `CpuCaches::arrays` (`set_device_arrays` takes them so), then the
+/// channel's arrays (pinned host memory) in the order of `CacheChannel::offsets`. Each array is
+/// the device address of its first word.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct DeviceCaches {
@@ -92,26 +102,70 @@ pub struct DeviceCaches {
     pub hash_len: u32,
     /// Ring entries per class.
     pub ring_len: u32,
-    /// Device memory: `u64` class word per class, `u32` lock per class, `u32` slab id per class
-    /// and ring entry, per slab id `u64` base and `u32` class, live, number, generation and
-    /// life, the bitmaps (`u64`: life << 32 | 32 bits), the block table (`u64`), one `u64` count of returns claimed, the free
-    /// counters (`u64`, 4 per stripe).
-    pub device: [u64; crate::caches::DEVICE_ARRAYS],
-    /// Host-written: `u32` filled and denied per class, `u64` ring entries.
+    /// Device memory, `u64` per class: slab number << 32 | cursor.
+    pub class_words: u64,
+    /// Device memory, `u32` per class: the class lock.
+    pub class_locks: u64,
+    /// Device memory, `u32` per class and ring entry: slab id of slab number `n` at `n % ring_len`.
+    pub class_slab: u64,
+    /// Device memory, `u64` per slab id: its base.
+    pub slab_base: u64,
+    /// Device memory, `u32` per slab id: its class.
+    pub slab_class: u64,
+    /// Device memory, `u32` per slab id: live objects.
+    pub slab_live: u64,
+    /// Device memory, `u32` per slab id: its slab number.
+    pub slab_number: u64,
+    /// Device memory, `u32` per slab id: its objects' free stamp (cache stamp flag | cache
+    /// generation).
+    pub slab_generation: u64,
+    /// Device memory, `u32` per slab id: times the id became current.
+    pub slab_life: u64,
+    /// Device memory, `BITMAP_WORDS` `u64` per slab id: life << 32 | freed objects.
+    pub bits: u64,
+    /// Device memory, `u64` per block-table entry: (block + 1) << 32 | (slab id + 1).
+    pub blocks: u64,
+    /// Device memory, one `u64`: returns claimed.
+    pub returns_claimed: u64,
+    /// Device memory, `u64` per stripe and free outcome: device frees by `LaneStatus` code.
+    pub counters: u64,
+    /// Host-written: `u32` per class, slabs filled.
     pub filled: u64,
-    /// See `filled`.
+    /// Host-written: `u32` per class, asks denied.
     pub denied: u64,
-    /// See `filled`.
+    /// Host-written: `u64` per class and ring entry: slab base | slab id.
     pub ring: u64,
-    /// Device-written: `u32` taken and demand per class, `u64` returns entries.
+    /// Device-written (the class lock's holder): `u32` per class, slabs taken.
     pub taken: u64,
-    /// See `taken`.
+    /// Device-written (the class lock's holder): `u32` per class, slabs wanted.
     pub demand: u64,
-    /// See `taken`.
+    /// Device-written: `u64` per slab id, lap << 32 | slab id.
     pub returns: u64,
     /// Device-written: `u32` per class, the entry the class lock's holder is taking + 1
     /// (`CacheChannel::claim`).
     pub claimed: u64,
+}
+
+impl DeviceCaches {
+    /// Sets the device-memory arrays' addresses, given in [`crate::caches::CpuCaches::arrays`]
+    /// order.
+    pub fn set_device_arrays(&mut self, addresses: [u64; crate::caches::DEVICE_ARRAYS]) {
+        [
+            self.class_words,
+            self.class_locks,
+            self.class_slab,
+            self.slab_base,
+            self.slab_class,
+            self.slab_live,
+            self.slab_number,
+            self.slab_generation,
+            self.slab_life,
+            self.bits,
+            self.blocks,
+            self.returns_claimed,
+            self.counters,
+        ] = addresses;
+    }
 }
 
 /// `ReplyRecord::layout` of a thread-contiguous chunk (slot orders are 0 and 1).
@@ -258,9 +312,113 @@ impl ReplyRecord {
     }
 }
 
+cpp_struct!(RequestRecord at "orchestrator::records::RequestRecord" {
+    op: u32,
+    lane_mask: u32,
+    warp: u32,
+    reserved: u32,
+    words: [u64; 32],
+});
+
+cpp_struct!(ReplyRecord at "orchestrator::records::ReplyRecord" {
+    status: u32,
+    size_class: u32,
+    tile_log2: u32,
+    layout: u32,
+    chunk_base: u64,
+    lane_span: u64,
+    reserved: u32,
+    failed_lanes: u32,
+    lane_status: [u8; 32],
+});
+
+cpp_struct!(DeviceCaches at "orchestrator::records::DeviceCaches" {
+    classes: u32,
+    max_slabs: u32,
+    hash_len: u32,
+    ring_len: u32,
+    class_words: u64 as "u64*",
+    class_locks: u64 as "u32*",
+    class_slab: u64 as "u32*",
+    slab_base: u64 as "u64*",
+    slab_class: u64 as "u32*",
+    slab_live: u64 as "u32*",
+    slab_number: u64 as "u32*",
+    slab_generation: u64 as "u32*",
+    slab_life: u64 as "u32*",
+    bits: u64 as "u64*",
+    blocks: u64 as "u64*",
+    returns_claimed: u64 as "u64*",
+    counters: u64 as "u64*",
+    filled: u64 as "const u32*",
+    denied: u64 as "const u32*",
+    ring: u64 as "const u64*",
+    taken: u64 as "u32*",
+    demand: u64 as "u32*",
+    returns: u64 as "u64*",
+    claimed: u64 as "u32*",
+});
+
+cpp_struct!(DeviceMailbox at "orchestrator::records::DeviceMailbox" {
+    ports: u32,
+    reserved: u32,
+    req_seq: u64 as "u32*",
+    requests: u64 as "RequestRecord*",
+    ack_seq: u64 as "const u32*",
+    replies: u64 as "const ReplyRecord*",
+    closed: u64 as "const u32*",
+    locks: u64 as "u32*",
+    caches: DeviceCaches,
+});
+
+cpp_enum!(Op at "orchestrator::records::Op", prefix "kOp" {
+    Alloc,
+    AllocContiguous,
+    Free,
+    FreePointer,
+});
+
+cpp_enum!(Status at "orchestrator::records::Status", prefix "kStatus" {
+    Ok,
+    OutOfMemory,
+    SizeOverLimit,
+    UnknownOp,
+    EmptyMask,
+    BadSequence,
+    Shutdown,
+    Partial,
+    Unbound,
+});
+
+cpp_enum!(LaneStatus at "orchestrator::records::LaneStatus", prefix "kLane" {
+    Ok,
+    InvalidHandle,
+    DoubleFree,
+    InteriorPointer,
+    CachedObject,
+});
+
+/// Every shared record, in the order the header declares them (a record after those it holds).
+pub const CPP_STRUCTS: [crate::cpp_decl::CppStruct; 4] = [
+    RequestRecord::CPP,
+    ReplyRecord::CPP,
+    DeviceCaches::CPP,
+    DeviceMailbox::CPP,
+];
+
+/// Every shared enumeration of codes.
+pub const CPP_ENUMS: [crate::cpp_decl::CppEnum; 3] = [Op::CPP, Status::CPP, LaneStatus::CPP];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_description_covers_its_record() {
+        for record in CPP_STRUCTS {
+            assert_eq!(record.check(), Ok(()));
+        }
+    }
 
     #[test]
     fn records_are_whole_words() {

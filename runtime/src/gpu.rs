@@ -158,12 +158,11 @@ impl PinnedCaches {
         };
         let [filled, denied, ring, taken, demand, returns, claimed] =
             channel.offsets().map(|o| mapped + o as u64);
-        let device = DeviceCaches {
+        let mut device = DeviceCaches {
             classes: CACHE_CLASSES as u32,
             max_slabs: channel.max_slabs() as u32,
             hash_len: hash_len(max_arena_blocks) as u32,
             ring_len: RING_LEN as u32,
-            device: arrays.map(|(offset, _)| memory + offset as u64),
             filled,
             denied,
             ring,
@@ -171,7 +170,9 @@ impl PinnedCaches {
             demand,
             returns,
             claimed,
+            ..DeviceCaches::default()
         };
+        device.set_device_arrays(arrays.map(|(offset, _)| memory + offset as u64));
         tracing::info!(device_bytes = at, "device caches ready");
         Ok(Self {
             context: context.clone(),

@@ -1,6 +1,6 @@
 //! The sizes of NVIDIA's unified-memory driver (`uvm_va_block.c`, `uvm_perf_prefetch.c`) that
-//! alignmalloc is built around, defined once for Rust. The CUDA headers define them once for C++
-//! (`device/include/alignmalloc/detail/layout.h`); `device/hostcheck` holds the two equal.
+//! alignmalloc is built around, defined once: the CUDA headers' `detail/abi.h` is generated from
+//! them (`device/headergen`).
 //!
 //! The driver migrates managed memory in VA blocks of 2 MiB, each a tree of 64 KiB big pages over
 //! 4 KiB pages; its prefetcher grows a fault to the largest node of that tree that is more than

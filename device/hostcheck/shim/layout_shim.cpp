@@ -1,7 +1,7 @@
 // C entry points over alignmalloc/layout.h, compiled as host C++, so Rust can compare the header
 // with the `translator` crate.
 #include <alignmalloc/detail/layout.h>
-#include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/abi.h>
 #include <alignmalloc/detail/cache_geometry.h>
 #include <alignmalloc/detail/settings.h>
 
@@ -77,71 +77,12 @@ am::u64 am_shim_offsetof_geometry(unsigned field) {
   }
 }
 
-// Record layouts: for record `which` (0 request, 1 reply, 2 device mailbox), field `field` in
-// declaration order; field 99 is the size. Returns ~0 past the last field.
-am::u64 am_shim_record_layout(unsigned which, unsigned field) {
-#define AM_FIELDS(T, ...)                                        \
-  {                                                              \
-    const am::u64 offsets[] = {__VA_ARGS__};                     \
-    if (field == 99) return sizeof(T);                           \
-    return field < sizeof(offsets) / sizeof(offsets[0]) ? offsets[field] : ~0ull; \
-  }
-#define AM_AT(T, f) __builtin_offsetof(T, f)
-  using am::RequestRecord;
-  using am::ReplyRecord;
-  using am::DeviceMailbox;
-  using am::DeviceCaches;
-  switch (which) {
-    case 0:
-      AM_FIELDS(RequestRecord, AM_AT(RequestRecord, op), AM_AT(RequestRecord, lane_mask),
-                AM_AT(RequestRecord, warp), AM_AT(RequestRecord, reserved),
-                AM_AT(RequestRecord, words))
-    case 1:
-      AM_FIELDS(ReplyRecord, AM_AT(ReplyRecord, status), AM_AT(ReplyRecord, size_class),
-                AM_AT(ReplyRecord, tile_log2), AM_AT(ReplyRecord, layout),
-                AM_AT(ReplyRecord, chunk_base), AM_AT(ReplyRecord, lane_span),
-                AM_AT(ReplyRecord, reserved), AM_AT(ReplyRecord, failed_lanes),
-                AM_AT(ReplyRecord, lane_status))
-    case 3:
-      AM_FIELDS(DeviceCaches, AM_AT(DeviceCaches, classes), AM_AT(DeviceCaches, max_slabs),
-                AM_AT(DeviceCaches, hash_len), AM_AT(DeviceCaches, ring_len),
-                AM_AT(DeviceCaches, class_words), AM_AT(DeviceCaches, counters),
-                AM_AT(DeviceCaches, filled), AM_AT(DeviceCaches, denied),
-                AM_AT(DeviceCaches, ring), AM_AT(DeviceCaches, taken),
-                AM_AT(DeviceCaches, demand), AM_AT(DeviceCaches, returns),
-                AM_AT(DeviceCaches, claimed))
-    default:
-      AM_FIELDS(DeviceMailbox, AM_AT(DeviceMailbox, ports), AM_AT(DeviceMailbox, reserved),
-                AM_AT(DeviceMailbox, req_seq), AM_AT(DeviceMailbox, requests),
-                AM_AT(DeviceMailbox, ack_seq), AM_AT(DeviceMailbox, replies),
-                AM_AT(DeviceMailbox, closed), AM_AT(DeviceMailbox, locks),
-                AM_AT(DeviceMailbox, caches))
-  }
-#undef AM_FIELDS
-#undef AM_AT
-}
-
-// The codes shared with Rust: ops 1..4, statuses 0..8, lane statuses 0..3, the contiguous layout.
-am::u64 am_shim_code(unsigned which) {
-  const am::u64 codes[] = {
-      am::kOpAlloc, am::kOpAllocContiguous, am::kOpFree, am::kOpFreePointer,
-      am::kStatusOk, am::kStatusOutOfMemory, am::kStatusSizeOverLimit, am::kStatusUnknownOp,
-      am::kStatusEmptyMask, am::kStatusBadSequence, am::kStatusShutdown, am::kStatusPartial,
-      am::kStatusUnbound,
-      am::kLaneOk, am::kLaneInvalidHandle, am::kLaneDoubleFree, am::kLaneInteriorPointer,
-      am::kLaneCachedObject, am::kLayoutContiguous,
-  };
-  return which < sizeof(codes) / sizeof(codes[0]) ? codes[which] : ~0ull;
-}
-
-// Cache geometry (detail/cache_geometry.h): `what` 0 class of `x`, 1 slab blocks of class `x`,
-// 2 slab objects of class `x`, 3 free stamp of ring entry `x`, 4 hash home of block `x` in a
-// table of `y` entries, 5 bitmap words per slab, 6 largest cached size, 7 classes, 8 slab id of
-// ring entry `x`, 9 base of ring entry `x`, 10 the first cache generation, 11 the class word's
-// slab number shift, 12 the VA block's bytes, 13 the big page's bytes, 14 slot log2 of class
-// `x`, 15 slots of an object of `y` bytes in class `x`, 16 whether the run class serves a warp
-// whose largest lane over 32 KiB asks `x` and whose rounded sizes sum to `y` (arranged: bit 63
-// of `x`), 17 the run class, 18 the bitmap word of a run slab's first span.
+// Cache geometry's functions (detail/cache_geometry.h; its constants are generated): `what` 0
+// class of `x`, 1 slab blocks of class `x`, 2 slab objects of class `x`, 3 free stamp of ring
+// entry `x`, 4 hash home of block `x` in a table of `y` entries, 8 slab id of ring entry `x`,
+// 9 base of ring entry `x`, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in
+// class `x`, 16 whether the run class serves a warp whose largest lane over 32 KiB asks `x` and
+// whose rounded sizes sum to `y` (arranged: bit 63 of `x`); ~0 for any other.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -149,20 +90,12 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 2: return am::cache_slab_objects((unsigned)x);
     case 3: return am::cache_entry_stamp(x);
     case 4: return am::cache_hash_home(x, y);
-    case 5: return am::kCacheBitmapWords;
-    case 6: return am::kCachedMaxBytes;
     case 8: return am::cache_entry_id(x);
     case 9: return am::cache_entry_base(x);
-    case 10: return am::kCacheGenerationsStart;
-    case 11: return am::kSlabNumberShift;
-    case 12: return am::kVablockBytes;
-    case 13: return am::kLeafBytes;
     case 14: return am::cache_slot_log2((unsigned)x);
     case 15: return am::cache_object_slots((unsigned)x, y);
     case 16: return am::cache_run_class_serves((x >> 63) != 0, x & ~(1ull << 63), y);
-    case 17: return am::kCacheRunClass;
-    case 18: return am::kCacheRunSpansAt;
-    default: return am::kCacheClasses;
+    default: return ~0ull;
   }
 }
 
@@ -194,17 +127,6 @@ am::u64 am_shim_ptr_address(am::u64 h, am::u64 first, am::u64 index, unsigned si
     case 2: return (am::u64)&(am::ptr<unsigned>{h} + (long long)first)[index];
     default: return (am::u64)&(am::ptr<am::u64>{h} + (long long)first)[index];
   }
-}
-
-// The device settings of detail/settings.h (defaults unless the build defines them), in the
-// order of `runtime::settings::DeviceSettings::named`; ~0 past the last.
-am::u64 am_shim_device_setting(unsigned which) {
-  const am::u32 values[] = {
-      am::kPollPauseMinNs,      am::kPollPauseMaxNs,      am::kPollsPerClosedCheck,
-      am::kPortSweepPauseNs,    am::kCacheLockPauseMinNs, am::kCacheLockPauseMaxNs,
-      am::kRefillPauseMinNs,    am::kRefillPauseMaxNs,
-  };
-  return which < sizeof(values) / sizeof(values[0]) ? values[which] : ~0ull;
 }
 
 unsigned am_shim_next_pause(unsigned pause, unsigned longest) {

@@ -91,10 +91,7 @@ unsafe extern "C" {
         order: u32,
     ) -> u64;
     safe fn am_shim_sizeof_geometry() -> u64;
-    safe fn am_shim_record_layout(which: u32, field: u32) -> u64;
-    safe fn am_shim_code(which: u32) -> u64;
     safe fn am_shim_cache(what: u32, x: u64, y: u64) -> u64;
-    safe fn am_shim_device_setting(which: u32) -> u64;
     safe fn am_shim_next_pause(pause: u32, longest: u32) -> u32;
     safe fn am_shim_offsetof_geometry(field: u32) -> u64;
     fn am_shim_ptr_store_triples(h: u64, first: u64, n: u64) -> u64;
@@ -256,41 +253,14 @@ pub fn lane_handle(
     unsafe { am_shim_lane_handle(g, chunk_base, sizes.as_ptr(), lane, order) }
 }
 
-/// Offset of field `field` (declaration order) of record `which` (0 `am::RequestRecord`, 1
-/// `am::ReplyRecord`, 2 `am::DeviceMailbox`, 3 `am::DeviceCaches`, its pointers from
-/// `class_words` to `counters` read as one field); field 99 gives the size; `None` past the last field.
-pub fn record_layout(which: u32, field: u32) -> Option<u64> {
-    Some(am_shim_record_layout(which, field)).filter(|&v| v != u64::MAX)
-}
-
-/// The header's codes in a fixed order: ops, statuses, lane statuses, the contiguous layout.
-pub fn codes() -> Vec<u64> {
-    (0..)
-        .map(|which: u32| am_shim_code(which))
-        .take_while(|&c| c != u64::MAX)
-        .collect()
-}
-
-/// The cache geometry of `detail/cache_geometry.h`: `what` 0 class of `x` (12: none), 1 slab
-/// blocks of class `x`, 2 slab objects of class `x`, 3 generation of ring entry `x`, 4
-/// block-table home of block `x` in `y` entries, 5 bitmap words per slab, 6 largest cached size,
-/// 7 classes, 8 slab id of ring entry `x`, 9 base of ring entry `x`, 10 the first cache
-/// generation, 11 the class word's slab number shift, 12 the VA block's bytes, 13 the big page's
-/// bytes, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in class `x`, 16 whether
-/// the run class serves a warp whose largest lane over 32 KiB asks `x` and whose rounded sizes
-/// sum to `y` (arranged: bit 63 of `x`), 17 the run class, 18 the bitmap word of a run slab's
-/// first span.
+/// The cache geometry's functions of `detail/cache_geometry.h`: `what` 0 class of `x` (12:
+/// none), 1 slab blocks of class `x`, 2 slab objects of class `x`, 3 generation of ring entry
+/// `x`, 4 block-table home of block `x` in `y` entries, 8 slab id of ring entry `x`, 9 base of
+/// ring entry `x`, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in class `x`,
+/// 16 whether the run class serves a warp whose largest lane over 32 KiB asks `x` and whose
+/// rounded sizes sum to `y` (arranged: bit 63 of `x`); `u64::MAX` for any other `what`.
 pub fn cache(what: u32, x: u64, y: u64) -> u64 {
     am_shim_cache(what, x, y)
-}
-
-/// The device settings `detail/settings.h` compiles in (its defaults here), in the order of
-/// `runtime::settings::DeviceSettings::named`.
-pub fn device_settings() -> Vec<u64> {
-    (0..)
-        .map(|which: u32| am_shim_device_setting(which))
-        .take_while(|&v| v != u64::MAX)
-        .collect()
 }
 
 /// `am::next_pause(pause, longest)`: the pause after `pause` in a wait whose longest is `longest`.

@@ -36,7 +36,7 @@
 #define ALIGNMALLOC_ALIGNMALLOC_CUH
 
 #include <alignmalloc/detail/layout.h>
-#include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/abi.h>
 #include <alignmalloc/detail/client.cuh>
 
 #if defined(__CUDACC_RTC__)

@@ -1,5 +1,6 @@
-//! Cache classes and slab geometry (twin of the constants and functions in
-//! `device/include/alignmalloc/detail/cache_geometry.h`; `device/hostcheck` holds them equal).
+//! Cache classes and slab geometry. The constants are the one definition (the device headers'
+//! `detail/abi.h` is generated from them); the functions have C++ twins in
+//! `device/include/alignmalloc/detail/cache_geometry.h`, which `device/hostcheck` holds equal.
 //!
 //! Classes 0..=11 are power-of-two classes: class `c` holds objects of `16 << c` bytes, 16 B to
 //! 32 KiB, and a lane asking `s` bytes takes the smallest class that fits. A slab is a run of
@@ -38,14 +39,14 @@ pub const CACHED_MAX_BYTES: u64 = 4 << 20;
 /// lanes of 1-2 MiB allocated 10x slower in the run class than from the host).
 pub const RUN_WARP_MAX_BYTES: u64 = 4 << 20;
 /// A run-class slab's length in VABlocks (2048 slots).
-const RUN_SLAB_BLOCKS: u64 = MAX_SLAB_BLOCKS;
+pub const RUN_SLAB_BLOCKS: u64 = MAX_SLAB_BLOCKS;
 /// The bitmap word where a run-class slab's spans start (one word per slot after the slots'
 /// bits: slab life << 32 | slots of the object starting there, 0 where none starts).
 pub const RUN_SPANS_AT: usize = 64;
 /// Ring entries per class (slabs published and not yet taken can never exceed it).
 pub const RING_LEN: usize = 16;
 /// Objects a slab should hold at least.
-const SLAB_OBJECTS: u64 = 4096;
+pub const SLAB_OBJECTS: u64 = 4096;
 /// Longest slab, in VABlocks.
 pub const MAX_SLAB_BLOCKS: u64 = 16;
 /// `u32` words of one slab's bitmap (enough for the most objects any slab holds).

@@ -97,42 +97,89 @@ typedef struct am_options {
   uint64_t hot_object_bytes;
 } am_options;
 
-// The device caches as kernels see them: the layout of `am::DeviceCaches` (opaque to host
-// code; a test holds it equal to `orchestrator::DeviceCaches`).
+// What the device needs of the caches (`am::DeviceCaches`): sizes, then the device-memory
+// arrays in the order of `CpuCaches::arrays` (`set_device_arrays` takes them so), then the
+// channel's arrays (pinned host memory) in the order of `CacheChannel::offsets`. Each array is
+// the device address of its first word.
 typedef struct am_device_caches {
   // Cache classes (0: no caches).
   uint32_t classes;
-  // Slab ids.
+  // Slab ids (the returns ring's length).
   uint32_t max_slabs;
-  // Entries of the block table.
+  // Entries of the block table (a power of two).
   uint32_t hash_len;
   // Ring entries per class.
   uint32_t ring_len;
-  // Device addresses of the caches' arrays.
-  uint64_t addresses[20];
+  // Device memory, `u64` per class: slab number << 32 | cursor.
+  uint64_t class_words;
+  // Device memory, `u32` per class: the class lock.
+  uint64_t class_locks;
+  // Device memory, `u32` per class and ring entry: slab id of slab number `n` at `n % ring_len`.
+  uint64_t class_slab;
+  // Device memory, `u64` per slab id: its base.
+  uint64_t slab_base;
+  // Device memory, `u32` per slab id: its class.
+  uint64_t slab_class;
+  // Device memory, `u32` per slab id: live objects.
+  uint64_t slab_live;
+  // Device memory, `u32` per slab id: its slab number.
+  uint64_t slab_number;
+  // Device memory, `u32` per slab id: its objects' free stamp (cache stamp flag | cache
+  // generation).
+  uint64_t slab_generation;
+  // Device memory, `u32` per slab id: times the id became current.
+  uint64_t slab_life;
+  // Device memory, `BITMAP_WORDS` `u64` per slab id: life << 32 | freed objects.
+  uint64_t bits;
+  // Device memory, `u64` per block-table entry: (block + 1) << 32 | (slab id + 1).
+  uint64_t blocks;
+  // Device memory, one `u64`: returns claimed.
+  uint64_t returns_claimed;
+  // Device memory, `u64` per stripe and free outcome: device frees by `LaneStatus` code.
+  uint64_t counters;
+  // Host-written: `u32` per class, slabs filled.
+  uint64_t filled;
+  // Host-written: `u32` per class, asks denied.
+  uint64_t denied;
+  // Host-written: `u64` per class and ring entry: slab base | slab id.
+  uint64_t ring;
+  // Device-written (the class lock's holder): `u32` per class, slabs taken.
+  uint64_t taken;
+  // Device-written (the class lock's holder): `u32` per class, slabs wanted.
+  uint64_t demand;
+  // Device-written: `u64` per slab id, lap << 32 | slab id.
+  uint64_t returns;
+  // Device-written: `u32` per class, the entry the class lock's holder is taking + 1
+  // (`CacheChannel::claim`).
+  uint64_t claimed;
 } am_device_caches;
 
-// What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass
-// as a kernel argument (the default mailbox of `am::bind` needs none). The C mirror of
-// `orchestrator::DeviceMailbox` (cbindgen sees only this crate); a test holds the two equal.
+// What a kernel gets to reach the service thread (`am::DeviceMailbox`): addresses as the device
+// sees them of the mailbox arrays (pinned host memory) and of the per-port locks (device memory).
+// The runtime passes it by value (or binds it as a module's default mailbox). All zero (`ports`
+// 0) is unbound: every device call through it answers `Unbound` (`am::kStatusUnbound`) without
+// touching memory. A port's next sequence number is its acknowledged one plus 1: the lock
+// holder is the port's only device writer and every earlier request on it was acknowledged
+// before the lock was released, so no device-side copy (which a stale cache line could make
+// lie) is kept.
 typedef struct am_device_mailbox {
-  // Ports (0: unbound).
+  // Ports.
   uint32_t ports;
   // Zero.
   uint32_t reserved;
-  // Device addresses of the mailbox arrays and the port locks.
+  // `u32` per port, device-written.
   uint64_t req_seq;
-  // See `req_seq`.
+  // `RequestRecord` per port, device-written.
   uint64_t requests;
-  // See `req_seq`.
+  // `u32` per port, host-written.
   uint64_t ack_seq;
-  // See `req_seq`.
+  // `ReplyRecord` per port, host-written.
   uint64_t replies;
-  // See `req_seq`.
+  // One `u32`, host-written.
   uint64_t closed;
-  // See `req_seq`.
+  // `u32` per port, device memory.
   uint64_t locks;
-  // The device caches (all zero: none).
+  // The device caches (all zero: none, every allocation asks the host).
   struct am_device_caches caches;
 } am_device_mailbox;
 
@@ -297,6 +344,10 @@ typedef struct am_fault_report {
 
 // The object came from a device cache: only device code frees it (`am::free` in a kernel).
 #define AM_ERR_CACHED_OBJECT 19
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,23 +17,23 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::status::Failure;
-use crate::types::am_device_mailbox;
+use crate::types::DeviceMailbox;
 
 /// A registered unit's binder (`am_unit_binder` without its null).
-pub(crate) type Binder = unsafe extern "C" fn(*const am_device_mailbox) -> std::ffi::c_int;
+pub(crate) type Binder = unsafe extern "C" fn(*const DeviceMailbox) -> std::ffi::c_int;
 
 /// Where a device's copies of the default mailbox are written: the real device makes its
 /// context current and calls each unit's binder; a test records the writes.
 pub(crate) trait DeviceCopies {
     /// Write `mailbox` into this device's copy of every unit in `units`.
-    fn write(&self, units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure>;
+    fn write(&self, units: &[Binder], mailbox: &DeviceMailbox) -> Result<(), Failure>;
 }
 
 /// A runtime bound as its device's default mailbox.
 struct Bound<D> {
     /// The runtime's registry id.
     id: u64,
-    mailbox: am_device_mailbox,
+    mailbox: DeviceMailbox,
     device: D,
 }
 
@@ -91,7 +91,7 @@ impl<D: DeviceCopies> Bindings<D> {
         &self,
         id: u64,
         ordinal: usize,
-        mailbox: am_device_mailbox,
+        mailbox: DeviceMailbox,
         device: D,
         still_live: impl FnOnce() -> bool,
         gone: impl FnOnce() -> Failure,
@@ -124,9 +124,7 @@ impl<D: DeviceCopies> Bindings<D> {
         let mut first_failure = Ok(());
         for ordinal in ordinals {
             if let Some(bound) = state.bound.remove(&ordinal) {
-                let written = bound
-                    .device
-                    .write(&state.units, &am_device_mailbox::default());
+                let written = bound.device.write(&state.units, &DeviceMailbox::default());
                 if first_failure.is_ok() {
                     first_failure = written;
                 }
@@ -149,7 +147,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Each device's copy of the default mailbox, as the units would hold it.
-    type Copies = Arc<Mutex<BTreeMap<usize, am_device_mailbox>>>;
+    type Copies = Arc<Mutex<BTreeMap<usize, DeviceMailbox>>>;
 
     #[derive(Clone)]
     struct FakeDevice {
@@ -158,7 +156,7 @@ mod tests {
     }
 
     impl DeviceCopies for FakeDevice {
-        fn write(&self, units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure> {
+        fn write(&self, units: &[Binder], mailbox: &DeviceMailbox) -> Result<(), Failure> {
             // With no unit there is no copy to write.
             if !units.is_empty() {
                 self.copies.lock().unwrap().insert(self.ordinal, *mailbox);
@@ -167,13 +165,13 @@ mod tests {
         }
     }
 
-    unsafe extern "C" fn unit(_: *const am_device_mailbox) -> std::ffi::c_int {
+    unsafe extern "C" fn unit(_: *const DeviceMailbox) -> std::ffi::c_int {
         0
     }
 
     /// A runtime's mailbox, told apart by its id.
-    fn mailbox_of(id: u64) -> am_device_mailbox {
-        am_device_mailbox {
+    fn mailbox_of(id: u64) -> DeviceMailbox {
+        DeviceMailbox {
             ports: 1,
             req_seq: id,
             ..Default::default()
@@ -228,7 +226,7 @@ mod tests {
         for ordinal in 0..DEVICES {
             assert_eq!(bindings.bound_id(ordinal), None);
             let held = copies.lock().unwrap().get(&ordinal).copied().unwrap();
-            assert_eq!(held, am_device_mailbox::default());
+            assert_eq!(held, DeviceMailbox::default());
         }
     }
 
@@ -280,6 +278,6 @@ mod tests {
         bindings.unbind(1).unwrap();
         assert_eq!(bindings.bound_id(0), Some(2));
         bindings.unbind(2).unwrap();
-        assert_eq!(copies.lock().unwrap()[&0], am_device_mailbox::default());
+        assert_eq!(copies.lock().unwrap()[&0], DeviceMailbox::default());
     }
 }

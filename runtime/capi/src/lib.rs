@@ -283,11 +283,11 @@ pub unsafe extern "C" fn am_runtime_backend_reason(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn am_runtime_device_mailbox(
     runtime: *const am_runtime,
-    mailbox: *mut am_device_mailbox,
+    mailbox: *mut DeviceMailbox,
 ) -> am_status {
     guard("am_runtime_device_mailbox", || {
         require(mailbox, "mailbox")?;
-        let m = am_device_mailbox::from(registry::get(runtime)?.runtime.mailbox_arg()?.0);
+        let m = registry::get(runtime)?.runtime.mailbox_arg()?.0;
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { mailbox.write(m) };
         Ok(())

@@ -22,7 +22,7 @@ use crate::binding::{Binder, Bindings, DeviceCopies};
 use crate::status::{
     AM_ERR_CUDA, AM_ERR_INVALID_RUNTIME, AM_ERR_NOTHING_TO_BIND, AM_ERR_NULL_ARGUMENT, Failure,
 };
-use crate::types::{am_device_mailbox, am_runtime, am_unit_binder};
+use crate::types::{DeviceMailbox, am_runtime, am_unit_binder};
 
 /// Low bits of a token that are always zero.
 const TOKEN_SHIFT: u32 = 8;
@@ -42,7 +42,7 @@ struct Registry {
 struct CudaDevice(Arc<CudaContext>);
 
 impl DeviceCopies for CudaDevice {
-    fn write(&self, units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure> {
+    fn write(&self, units: &[Binder], mailbox: &DeviceMailbox) -> Result<(), Failure> {
         runtime::cuda::with_current(&self.0, || write_units(units, mailbox)).map_err(|e| {
             Failure::new(
                 AM_ERR_CUDA,
@@ -115,11 +115,11 @@ pub(crate) fn remove(token: *const am_runtime) -> Result<(), Failure> {
 }
 
 /// Write `mailbox` into every unit; the first failure names the unit and its CUDA error.
-fn write_units(units: &[Binder], mailbox: &am_device_mailbox) -> Result<(), Failure> {
+fn write_units(units: &[Binder], mailbox: &DeviceMailbox) -> Result<(), Failure> {
     let mut first_failure = None;
     for (index, binder) in units.iter().enumerate() {
         // SAFETY: the binder was registered by alignmalloc.cuh (bind_this_unit), which reads
-        // one am_device_mailbox through the pointer, valid for the call.
+        // one DeviceMailbox through the pointer, valid for the call.
         let error = unsafe { binder(mailbox) };
         if error != 0 && first_failure.is_none() {
             first_failure = Some(Failure::new(
@@ -145,7 +145,7 @@ pub(crate) fn register_unit(binder: am_unit_binder) -> Result<(), Failure> {
 /// (another runtime bound on that device is replaced; other devices keep theirs).
 pub(crate) fn bind(token: *const am_runtime) -> Result<(), Failure> {
     let entry = get(token)?;
-    let mailbox = am_device_mailbox::from(entry.runtime.mailbox_arg()?.0);
+    let mailbox = entry.runtime.mailbox_arg()?.0;
     let context = entry.runtime.context()?.clone();
     let ordinal = entry.runtime.device_info().map_or(0, |d| d.ordinal);
     if !BINDINGS.has_units() {

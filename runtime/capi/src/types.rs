@@ -2,9 +2,14 @@
 //! plain integers (enumerations travel as `uint32_t` with `AM_*` constants, so no value a C
 //! caller passes is undefined behaviour here).
 
+use orchestrator::ResolverCounters;
 use orchestrator::caches::CacheStatsSnapshot;
 use orchestrator::stats::StatsSnapshot;
-use orchestrator::{DeviceMailbox, ResolverCounters};
+
+/// What a kernel needs to reach the service thread (`am::DeviceMailbox`), to pass as a kernel
+/// argument (the default mailbox of `am::bind` needs none). The runtime's own definition: the
+/// header declares it as `am_device_mailbox` (cbindgen reads it from `orchestrator::records`).
+pub use orchestrator::records::{DeviceCaches, DeviceMailbox};
 
 /// An object's handle: what `am_alloc` and device-side `am::malloc` give (64 bits; 0 is null).
 pub type am_handle = u64;
@@ -103,61 +108,10 @@ impl Default for am_options {
     }
 }
 
-/// What a kernel needs to reach the service thread: the layout of `am::DeviceMailbox`, to pass
-/// as a kernel argument (the default mailbox of `am::bind` needs none). The C mirror of
-/// `orchestrator::DeviceMailbox` (cbindgen sees only this crate); a test holds the two equal.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct am_device_mailbox {
-    /// Ports (0: unbound).
-    pub ports: u32,
-    /// Zero.
-    pub reserved: u32,
-    /// Device addresses of the mailbox arrays and the port locks.
-    pub req_seq: u64,
-    /// See `req_seq`.
-    pub requests: u64,
-    /// See `req_seq`.
-    pub ack_seq: u64,
-    /// See `req_seq`.
-    pub replies: u64,
-    /// See `req_seq`.
-    pub closed: u64,
-    /// See `req_seq`.
-    pub locks: u64,
-    /// The device caches (all zero: none).
-    pub caches: am_device_caches,
-}
-
-/// The device caches as kernels see them: the layout of `am::DeviceCaches` (opaque to host
-/// code; a test holds it equal to `orchestrator::DeviceCaches`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct am_device_caches {
-    /// Cache classes (0: no caches).
-    pub classes: u32,
-    /// Slab ids.
-    pub max_slabs: u32,
-    /// Entries of the block table.
-    pub hash_len: u32,
-    /// Ring entries per class.
-    pub ring_len: u32,
-    /// Device addresses of the caches' arrays.
-    pub addresses: [u64; 20],
-}
-
-impl From<DeviceMailbox> for am_device_mailbox {
-    fn from(m: DeviceMailbox) -> Self {
-        // Same fields in the same order (a test checks every offset); a size change fails to
-        // build here.
-        bytemuck::cast(m)
-    }
-}
-
 /// Writes one translation unit's default mailbox (registered by `alignmalloc.cuh`); returns a
 /// `cudaError_t` (0: done).
 pub type am_unit_binder =
-    Option<unsafe extern "C" fn(mailbox: *const am_device_mailbox) -> std::ffi::c_int>;
+    Option<unsafe extern "C" fn(mailbox: *const DeviceMailbox) -> std::ffi::c_int>;
 
 /// Request statuses counted by `am_counters.by_status` (codes of `am::Status`).
 pub const AM_REQUEST_STATUSES: usize = 9;

@@ -24,7 +24,7 @@
 #include <cuda/atomic>
 #include <alignmalloc/detail/cache_geometry.h>
 #include <alignmalloc/detail/layout.h>
-#include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/abi.h>
 #include <alignmalloc/detail/settings.h>
 #include <alignmalloc/detail/warp.cuh>
 

@@ -1,7 +1,7 @@
 // alignmalloc device caches: classes and slab geometry.
 //
-// The C++ twin of `orchestrator::caches::geometry` and of the block-table hash of
-// `orchestrator::caches::device`; `device/hostcheck` holds them equal. Classes 0..11 hold
+// The C++ twin of the functions of `orchestrator::caches::geometry` and of the block-table hash
+// of `orchestrator::caches::device`; `device/hostcheck` holds them equal. Classes 0..11 hold
 // objects of 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, at least
 // 4096 objects, at most 16 blocks. Class 12, the run class, serves 32 KiB + 1 B .. 4 MiB: its
 // slab (16 blocks) is 2048 slots of 16 KiB, a lane takes ceil(size / 16 KiB) consecutive ones,
@@ -14,30 +14,11 @@
 
 namespace am {
 
-constexpr u32 kCacheClasses = 13;
-constexpr u32 kCacheRunClass = kCacheClasses - 1;
-constexpr u32 kCacheMinObjectLog2 = 4;
-constexpr u64 kCachePowerClassesMaxBytes = 16ull << (kCacheRunClass - 1);
-constexpr u32 kCacheRunSlotLog2 = 14;
-constexpr u64 kCachedMaxBytes = 4ull << 20;
-constexpr u64 kCacheRunWarpMaxBytes = 4ull << 20;
-constexpr u64 kCacheRunSlabBlocks = 16;
-constexpr u32 kCacheRunSpansAt = 64;
-constexpr u64 kCacheSlabObjects = 4096;
-constexpr u64 kCacheMaxSlabBlocks = 16;
-constexpr u32 kCacheBitmapWords = (u32)((kVablockBytes >> kCacheMinObjectLog2) / 32);
-// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below. Each warp
-// that finds its slab used up adds at most 32 to the cursor before it waits for the next slab,
-// and the lock holder puts an overshot cursor back when the host denies one, so 32 bits hold
-// every cursor.
-constexpr u32 kSlabNumberShift = 32;
-constexpr u64 kCursorMask = (1ull << kSlabNumberShift) - 1;
-// A ring entry: cache generation << kEntryGenerationShift | the slab's base (2 MiB aligned, below
-// 2^48) | slab id (the low kEntryIdBits bits).
-constexpr u32 kEntryIdBits = 15;
-constexpr u32 kEntryGenerationShift = 48;
-constexpr u32 kCacheCounterStripes = 32;  // free counters: warps add to their SM's stripe
-constexpr u32 kCacheFreeCounters = 4;     // per stripe: one per LaneStatus of a device free
+// The constants (kCache*, kSlabNumberShift, kCursorMask, kEntry*) are generated into abi.h. The
+// class word: slab number (1-based; 0 = none yet) above kSlabNumberShift, cursor below. A ring
+// entry: cache generation << kEntryGenerationShift | the slab's base (2 MiB aligned, below 2^48) |
+// slab id (the low kEntryIdBits bits). Free counters: kCacheFreeCounters per stripe, one per
+// LaneStatus of a device free; warps add to their SM's stripe.
 
 // Leading zero bits of `x` (x != 0): one instruction on the device (both users below run on
 // every allocation and free).

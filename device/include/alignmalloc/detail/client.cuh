@@ -23,7 +23,7 @@
 
 #include <cuda/atomic>
 #include <alignmalloc/detail/layout.h>
-#include <alignmalloc/detail/records.h>
+#include <alignmalloc/detail/abi.h>
 #include <alignmalloc/detail/settings.h>
 #include <alignmalloc/detail/cache.cuh>
 #include <alignmalloc/detail/warp.cuh>

@@ -25,20 +25,11 @@
 #define AM_HD inline
 #endif
 
+// The sizes, codes and records shared with the host (generated from the Rust definitions).
+#include <alignmalloc/detail/abi.h>
+
 namespace am {
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-static_assert(sizeof(u64) == 8 && sizeof(u32) == 4, "alignmalloc needs 64- and 32-bit integers");
-
-constexpr u32 kWarpLanes = 32;
-constexpr u64 kSmallAlign = 16;
-constexpr u64 kSmallUnitBytes = 256;
-constexpr u64 kLeafBytes = 64ull << 10;
-constexpr u64 kVablockBytes = 2ull << 20;
-constexpr u32 kMinTileLog2 = 12;
-constexpr u32 kMaxTileLog2 = 16;
-constexpr u32 kAddressBits = 48;
 constexpr u64 kAddressMask = (1ull << kAddressBits) - 1;
 
 enum SlotOrder : u32 { kSlotPattern = 0, kSlotIdentity = 1 };
@@ -148,13 +139,6 @@ AM_HD int geometry_of(const u64* sizes, const GeometryConfig& config, Geometry* 
   return kGeometryOk;
 }
 
-// A chunk of the size-class table may be at most this many times the request's packed size
-// (translator's ARRANGED_MAX_EXPANSION).
-constexpr u64 kArrangedMaxExpansion = 2;
-
-// `ReplyRecord::layout` of thread-contiguous chunks; arranged chunks carry their SlotOrder.
-constexpr u32 kLayoutContiguous = 0xFF;
-
 // What a request laid out as `layout` (a SlotOrder, or kLayoutContiguous) is given, as the host
 // decides it (translator's Geometry::for_request): geometry_of in the layout asked for, unless
 // that chunk is over kArrangedMaxExpansion times the packed one; then packed, with `*layout_out`
@@ -194,12 +178,9 @@ AM_HD u64 handle_with_generation(u64 h, u32 generation) {
   return (h & ~(0x7Full << 48)) | ((u64)(generation & 0x7Fu) << 48);
 }
 
-// Generation fields of the device caches' handles: 64..127 (the host's chunks use 1..63).
-constexpr u32 kCacheGenerationsStart = 64;
-// Cache generations a device cache's handle carries (14 bits), and the flag of a free stamp
-// that a cache made (above every cache generation).
-constexpr u32 kCacheGenerations = 1u << 14;
-constexpr u32 kCacheStampFlag = kCacheGenerations;
+// Device caches' handles carry generation fields kCacheGenerationsStart..127 (the host's chunks
+// use 1..63), and a free stamp of a cache is kCacheStampFlag | its cache generation (modulo
+// kCacheGenerations).
 
 // A device cache's object at `address` in a slab of cache generation `generation` (modulo
 // kCacheGenerations): plain, generation field 64 + generation % 64, bits 62..55 generation / 64.
