@@ -66,20 +66,31 @@ pub use orchestrator::stats::StatsSnapshot;
 pub use orchestrator::{BadFree, LaneStatus, ResolverCounters, ServiceConfig, Status};
 #[cfg(feature = "cupti")]
 pub use runtime::DeviceFaults;
-pub use runtime::cuda::DeviceInfo;
 /// Unified-memory fault counts from CUPTI (feature `cupti`).
 #[cfg(feature = "cupti")]
 pub use runtime::faults::{FaultCounting, FaultCounts, FaultReport};
-pub use runtime::gpu::MailboxArg;
 /// Every setting, its builder call, `ALIGNMALLOC_*` variable and default (docs/settings.md).
 pub use runtime::settings;
-pub use runtime::sim::CpuWarp;
 pub use runtime::{
-    ArrangedAlloc, BackendChoice, BackendKind, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
-    DEFAULT_SIM_ARENA_BYTES, DeviceList, DeviceSettings, Devices, Error, Launch, Placement, Result,
-    Runtime, RuntimeBuilder, SETTLE_TIMEOUT, Settings, Tier, cudarc,
+    ArrangedAlloc, BackendChoice, BackendKind, CpuWarp, DEFAULT_ARENA_FRACTION, DEFAULT_PORTS,
+    DEFAULT_SIM_ARENA_BYTES, DeviceInfo, DeviceList, DeviceSettings, Devices, Error, Launch,
+    MailboxArg, Placement, Result, Runtime, RuntimeBuilder, SETTLE_TIMEOUT, Settings, Tier, cudarc,
 };
 pub use translator::{Handle, HandleKind, SlotOrder};
 
 mod buffer;
 pub use buffer::Buffer;
+
+/// The runtime's building blocks and the crates beneath it (feature `internals`), for the
+/// project's own CLI and benchmarks where they measure a piece alone: the resolver and the
+/// mailbox (`orchestrator`), the OrTree (`ortree`), the layout (`translator`), the embedded CUDA
+/// sources (`device`), probing a GPU (`cuda`), the CUDA backend's arena and mailbox (`gpu`),
+/// NVRTC (`nvrtc`) and CPU warps (`sim`). No stability promise: programs need none of it.
+#[cfg(feature = "internals")]
+pub mod internals {
+    pub use device;
+    pub use orchestrator;
+    pub use ortree;
+    pub use runtime::{cuda, gpu, nvrtc, sim};
+    pub use translator;
+}

@@ -27,13 +27,16 @@
 //! Without a GPU the same patterns over the same two layouts go through uvmsim (modelled times,
 //! with the H200's constants, said so in the report).
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, ortree, translator};
+
 use std::path::PathBuf;
 use std::time::Instant;
 
+use alignmalloc::internals::gpu::ManagedArena;
+use alignmalloc::{BackendChoice, Handle, Runtime};
 use anyhow::{Context, bail};
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
-use runtime::gpu::ManagedArena;
-use runtime::{BackendChoice, Handle, Runtime};
 use serde::Serialize;
 use translator::SlotOrder;
 use uvmsim::{SimConfig, Simulator};

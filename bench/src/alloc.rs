@@ -40,6 +40,9 @@
 //! how many. On the sim backend CPU warps run the same rounds through the mailbox: their times are
 //! the host's, not a GPU's, and the report says so.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::orchestrator;
+
 mod devices;
 mod gallatin;
 mod gpu;
@@ -47,11 +50,11 @@ mod sim;
 
 use std::path::PathBuf;
 
+use alignmalloc::{BackendChoice, BackendKind, Runtime};
 use anyhow::{Context, bail};
 use orchestrator::caches::CacheStatsSnapshot;
 use orchestrator::stats::StatsSnapshot;
 use orchestrator::{LaneStatus, ResolverCounters};
-use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
 use crate::cli;
@@ -180,7 +183,7 @@ pub struct Args {
     /// all devices' together, at 1 KiB (device caches) and 64 KiB (host), up to
     /// --scaling-max-threads threads per device within --budget-gib shared by the devices.
     #[arg(long, value_name = "LIST")]
-    devices: Option<runtime::DeviceList>,
+    devices: Option<alignmalloc::DeviceList>,
     /// Leave the rounds only this much GPU memory (GiB; a device allocation holds the rest from
     /// before the first round, after Gallatin's pool is set aside): rounds whose objects are
     /// larger touch pages the driver evicts. GPU only; `cuda-malloc` is left out.
@@ -644,7 +647,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let gpu = cli::on_gpu(args.backend)?;
     crate::balloon::check(args.gpu_memory_gib, gpu)?;
     args.placement.check(gpu)?;
-    if args.devices.is_some() && args.placement.placement()? != runtime::Placement::Migrate {
+    if args.devices.is_some() && args.placement.placement()? != alignmalloc::Placement::Migrate {
         bail!("alloc --placement applies to one runtime's tests, not with --devices");
     }
     let budget = if gpu {

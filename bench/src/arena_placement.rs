@@ -3,8 +3,11 @@
 //! device tier is three quarters of what `--gpu-memory-gib` leaves (the rest for what the run
 //! itself keeps on the GPU), or half the arena on the whole card.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::ortree;
+
+use alignmalloc::{Placement, RuntimeBuilder};
 use anyhow::bail;
-use runtime::{Placement, RuntimeBuilder};
 
 /// The share of what `--gpu-memory-gib` leaves that a run gives to data it keeps on the GPU on
 /// purpose (alignmalloc's device tier, a baseline's prefetched part); the rest is for what the
@@ -76,7 +79,7 @@ impl PlacementArgs {
     }
 
     /// One line naming the arena's reservations, for a run whose placement is not `migrate`.
-    pub fn describe(&self, rt: &runtime::Runtime) -> Option<String> {
+    pub fn describe(&self, rt: &alignmalloc::Runtime) -> Option<String> {
         if self.placement().ok()? == Placement::Migrate {
             return None;
         }
@@ -103,7 +106,7 @@ mod tests {
         let args: PlacementArgs =
             parse(&["--placement", "tiered", "--hot-object-bytes", "256"]).unwrap();
         let settings = args
-            .apply(runtime::Runtime::builder(), Some(1.0))
+            .apply(alignmalloc::Runtime::builder(), Some(1.0))
             .unwrap()
             .configured()
             .clone();
@@ -111,18 +114,18 @@ mod tests {
         assert_eq!(settings.device_tier_bytes, Some(3 << 28));
         assert_eq!(settings.hot_object_bytes, 256);
         let whole_card = args
-            .apply(runtime::Runtime::builder(), None)
+            .apply(alignmalloc::Runtime::builder(), None)
             .unwrap()
             .configured()
             .clone();
         assert_eq!(whole_card.device_tier_bytes, None, "the runtime's default");
         let default: PlacementArgs = parse(&[]).unwrap();
         let settings = default
-            .apply(runtime::Runtime::builder(), Some(1.0))
+            .apply(alignmalloc::Runtime::builder(), Some(1.0))
             .unwrap()
             .configured()
             .clone();
-        assert_eq!(settings, runtime::Settings::default());
+        assert_eq!(settings, alignmalloc::Settings::default());
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! same on an 80 GB and a 141 GB card. Device allocations are never evicted for managed memory,
 //! so what the balloon holds is out of reach of the run's managed pages.
 
+use alignmalloc::Runtime;
 use anyhow::{Context, bail};
 use cudarc::driver::CudaSlice;
-use runtime::Runtime;
 
 use crate::progress::note;
 
@@ -39,7 +39,8 @@ pub fn check(leave_gib: Option<f64>, gpu: bool) -> anyhow::Result<()> {
              (the simulator's oversubscription study is `alignmalloc uvm-oversub`)"
         );
     }
-    let (_, info) = runtime::cuda::open(0).context("--gpu-memory-gib: opening the GPU")?;
+    let (_, info) =
+        alignmalloc::internals::cuda::open(0).context("--gpu-memory-gib: opening the GPU")?;
     let free = info.free_bytes as f64 / GIB;
     if gib >= free {
         bail!(

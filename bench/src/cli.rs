@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
+use alignmalloc::BackendChoice;
 use anyhow::{Context, bail};
-use runtime::BackendChoice;
 
 /// Threads a kernel runs in: whole warps.
 const WARP: u32 = 32;
@@ -90,8 +90,8 @@ pub fn input_file(path: Option<&Path>, option: &str) -> anyhow::Result<()> {
 pub fn on_gpu(choice: BackendChoice) -> anyhow::Result<bool> {
     match choice {
         BackendChoice::Sim => Ok(false),
-        BackendChoice::Auto => Ok(runtime::cuda::open(0).is_ok()),
-        BackendChoice::Cuda => runtime::cuda::open(0)
+        BackendChoice::Auto => Ok(alignmalloc::internals::cuda::open(0).is_ok()),
+        BackendChoice::Cuda => alignmalloc::internals::cuda::open(0)
             .map(|_| true)
             .context("--backend cuda: no CUDA GPU can be opened (use --backend sim or auto)"),
     }
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn backend_cuda_without_a_gpu_is_refused_naming_the_option() {
-        if runtime::cuda::open(0).is_ok() {
+        if alignmalloc::internals::cuda::open(0).is_ok() {
             assert!(on_gpu(BackendChoice::Cuda).unwrap());
             return;
         }

@@ -5,6 +5,9 @@
 //! `am::ptr`, checks it, frees, and sends bad inputs whose statuses it checks. The host checks
 //! the counters, that the allocator's invariants hold and that nothing is left allocated.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, orchestrator, ortree};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,18 +102,19 @@ struct Report {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
-    let (context, info) = runtime::cuda::open(0).context("mailbox-stress needs a CUDA GPU")?;
+    let (context, info) =
+        alignmalloc::internals::cuda::open(0).context("mailbox-stress needs a CUDA GPU")?;
     let arena_bytes = (args.arena_mib << 20).min(info.free_bytes as u64 / 4);
     let blocks = (arena_bytes / ortree::VABLOCK_BYTES) as usize;
-    let ptx = runtime::nvrtc::Compiler::for_device(info.compute_capability)?
+    let ptx = alignmalloc::internals::nvrtc::Compiler::for_device(info.compute_capability)?
         .compile(device::MAILBOX_STRESS.path, device::MAILBOX_STRESS.text)?;
     let module = context.load_module(ptx)?;
     let kernel = module.load_function("am_mailbox_stress")?;
     let after_close = module.load_function("am_after_close")?;
 
-    let arena = runtime::gpu::ManagedArena::new(&context, blocks, false)?;
+    let arena = alignmalloc::internals::gpu::ManagedArena::new(&context, blocks, false)?;
     let mailbox = Arc::new(Mailbox::new(args.ports)?);
-    let pinned = runtime::gpu::PinnedMailbox::new(&context, mailbox.clone())?;
+    let pinned = alignmalloc::internals::gpu::PinnedMailbox::new(&context, mailbox.clone())?;
     let resolver = Arc::new(Mutex::new(Resolver::new(ResolverConfig::new(
         arena.base(),
         arena.blocks(),

@@ -4,7 +4,7 @@
 
 use std::sync::Barrier;
 
-use runtime::Devices;
+use alignmalloc::Devices;
 
 use crate::progress::note;
 

@@ -4,6 +4,9 @@
 //! `device/kernels/layout_parity.cu` apply `layout.h` to them on the GPU, and every output word is
 //! compared with what `translator` computes on the CPU.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, translator};
+
 use std::path::PathBuf;
 
 use crate::progress::note;
@@ -81,12 +84,12 @@ fn expected_geometry(geometry: &Result<Option<Geometry>, LayoutError>) -> [u64; 
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     crate::cli::output_file(args.json.as_deref(), "--json")?;
-    let (context, info) = runtime::cuda::open(0).context(
+    let (context, info) = alignmalloc::internals::cuda::open(0).context(
         "layout-parity needs a CUDA GPU (the host-side parity runs with `cargo test -p hostcheck`)",
     )?;
     let spinner = crate::progress::spinner("layout parity");
     spinner.set_message("compiling");
-    let compiler = runtime::nvrtc::Compiler::for_device(info.compute_capability)?;
+    let compiler = alignmalloc::internals::nvrtc::Compiler::for_device(info.compute_capability)?;
     let source = device::LAYOUT_PARITY;
     let ptx = compiler.compile(source.path, source.text)?;
     let module = context.load_module(ptx)?;

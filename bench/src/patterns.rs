@@ -2,6 +2,9 @@
 //! uvmsim traces from the same handles and the same offsets (the twin of
 //! `device/kernels/uvm_patterns.cu`).
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::translator;
+
 use serde::{Deserialize, Serialize};
 use translator::{Geometry, GeometryConfig, Handle, SlotOrder, WARP_LANES, warp_handles};
 use uvmsim::{Allocation, Event, Kernel, Trace, WarpTrace};

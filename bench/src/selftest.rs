@@ -23,14 +23,17 @@
 //! After each check the allocator's invariants must hold and nothing may stay allocated. Any
 //! failure makes the command exit non-zero.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{orchestrator, translator};
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use alignmalloc::FaultCounting;
+use alignmalloc::{BackendChoice, BackendKind, Handle, Runtime};
 use anyhow::{Context, bail};
 use hostcheck::cases::Rng;
 use orchestrator::{LaneStatus, Status};
-use runtime::faults::FaultCounting;
-use runtime::{BackendChoice, BackendKind, Handle, Runtime};
 use serde::Serialize;
 
 use crate::cli;
@@ -422,7 +425,7 @@ fn recall_steps(rt: &Runtime, device: &dyn Device, check: &mut Check) -> anyhow:
             rt.read(h, small[t] - 8, &mut word)?;
             Ok(u64::from_le_bytes(word) != tag(t as u64, small[t] / 8 - 1))
         })
-        .collect::<runtime::Result<Vec<bool>>>()?;
+        .collect::<alignmalloc::Result<Vec<bool>>>()?;
     check.expect_zero(
         "8 KiB objects whose last word lost its tag",
         words.iter().filter(|&&bad| bad).count() as u64,

@@ -8,14 +8,17 @@
 //! every bad free answered its defined status and counted so by the host, every object freed,
 //! the allocator empty with its invariants intact.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, orchestrator};
+
 use std::path::PathBuf;
 use std::time::Instant;
 
+use alignmalloc::settings::MAX_DEVICE_CACHE_FRACTION;
+use alignmalloc::{BackendChoice, Runtime};
 use anyhow::{Context, bail};
 use cudarc::driver::PushKernelArg;
 use orchestrator::LaneStatus;
-use runtime::settings::MAX_DEVICE_CACHE_FRACTION;
-use runtime::{BackendChoice, Runtime};
 use serde::Serialize;
 
 use crate::cli;
@@ -292,7 +295,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             };
             let status = LaneStatus::from_code(e[3] as u8)
                 .map_or_else(|| format!("code {}", e[3]), |s| format!("{s:?}"));
-            let h = runtime::Handle(e[1]);
+            let h = alignmalloc::Handle(e[1]);
             format!(
                 "{what} {status}: handle {:#x} ({:?}, generation {}), {} bytes; before the free: {}; after: {}",
                 e[1],

@@ -13,13 +13,16 @@
 //! the others: migrated bytes and time errors, and whether the simulator ranks the two
 //! layouts as the GPU does.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, ortree};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use alignmalloc::{BackendChoice, Runtime};
 use anyhow::{Context, bail};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use runtime::{BackendChoice, Runtime};
 use serde::{Deserialize, Serialize};
 use uvmsim::{CostModel, Counts, SimConfig, Simulator, Term};
 
@@ -337,7 +340,7 @@ fn measure(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<Run>)> {
         .arena_bytes(64 << 20)
         .build()
         .context("uvm-calibrate needs a GPU and CUPTI (LD_LIBRARY_PATH)")?;
-    if let runtime::faults::FaultCounting::Taken { reason } = rt.fault_counting() {
+    if let alignmalloc::FaultCounting::Taken { reason } = rt.fault_counting() {
         bail!("uvm-calibrate measures migrations with CUPTI, and {reason}");
     }
     let device = rt.device_info().map(|i| i.name.clone()).unwrap_or_default();
@@ -424,7 +427,7 @@ fn measure_once(
     let settle = std::time::Duration::from_millis(args.settle_ms);
     // A fresh region each time: moving one region back and forth would make the driver see its
     // pages as thrashing and change how it migrates them.
-    let region = runtime::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
+    let region = alignmalloc::internals::gpu::ManagedArena::new(rt.context()?, blocks, false)?;
     // SAFETY: the region is new; no kernel has its addresses yet.
     unsafe { region.fill_from_host(1) };
     std::thread::sleep(settle);

@@ -28,6 +28,9 @@
 //! uvmsim replays the walk's accesses with the cost model fitted on the H200: its times are
 //! modelled, and the report says so.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::translator;
+
 mod checked;
 mod devices;
 mod dynamic;
@@ -37,8 +40,8 @@ mod sim;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use alignmalloc::{BackendChoice, BackendKind, Runtime};
 use anyhow::{Context, bail};
-use runtime::{BackendChoice, BackendKind, Runtime};
 use serde::Serialize;
 
 use crate::cli;
@@ -117,7 +120,7 @@ pub struct Args {
     /// one GPU): each builds the whole graph's lists in its own arena, device 0 walks every
     /// walker alone, then every device walks its share at once (alignmalloc only; GPU only).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["batches", "output"])]
-    devices: Option<runtime::DeviceList>,
+    devices: Option<alignmalloc::DeviceList>,
     /// Leave the walks only this much GPU memory (GiB; a device allocation holds the rest from
     /// the first system's walk on): lists larger than that are paged in and out by the driver.
     /// GPU only; `cuda-malloc` (a device heap, never paged) and the identity-order rows are
@@ -536,7 +539,7 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if args.placement.placement()? != runtime::Placement::Migrate
+    if args.placement.placement()? != alignmalloc::Placement::Migrate
         && (args.batches.is_some() || args.devices.is_some())
     {
         bail!(
@@ -1175,7 +1178,7 @@ mod tests {
             "{err}"
         );
         assert!(parse::<Args>(&["--rmat", "9", "--devices", "all", "--batches", "2"]).is_err());
-        if runtime::cuda::open(0).is_err() {
+        if alignmalloc::internals::cuda::open(0).is_err() {
             let cuda: Args = parse(&["--rmat", "26", "--backend", "cuda"]).unwrap();
             assert!(format!("{:#}", run(&cuda).unwrap_err()).contains("--backend cuda"));
         }

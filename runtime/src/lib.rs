@@ -1,4 +1,5 @@
-//! runtime: the public Rust API of alignmalloc.
+//! runtime: the runtime behind the `alignmalloc` crate, which is the Rust API programs use (it
+//! re-exports what they need from here).
 //!
 //! [`Runtime::builder`] picks the backend at run time (`cuda` when the driver loads and the device
 //! exists, `sim` otherwise or on request, and logs why), reserves the arena, registers the
@@ -16,32 +17,54 @@
 //! With the `cupti` feature, [`RuntimeBuilder::fault_counters`] counts unified-memory migrations
 //! and page faults, read with `Runtime::take_faults` and attributed to chunks.
 //!
-//! Lower layers: [`cuda`] (probing a GPU without panicking), [`nvrtc`] (the compile path), [`gpu`]
-//! (the pinned mailbox and the managed arena).
+//! Lower layers, public only with the `internals` feature (the project's CLI, C ABI and tests reach
+//! them through it): `cuda` (probing a GPU without panicking), `nvrtc` (the compile path), `gpu`
+//! (the pinned mailbox and the managed arena), `sim` (CPU warps).
 
 mod arena;
 mod backend;
 mod builder;
-pub mod cuda;
 mod devices;
 mod error;
 #[cfg(feature = "cupti")]
 pub mod faults;
-pub mod gpu;
 mod launch;
-pub mod nvrtc;
 mod runtime;
 pub mod settings;
+
+// The building blocks (each documented in its file): public only with the `internals` feature;
+// without it private, and what the public API needs of them is re-exported below.
+#[cfg(feature = "internals")]
+pub mod cuda;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod cuda;
+#[cfg(feature = "internals")]
+pub mod gpu;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod gpu;
+#[cfg(feature = "internals")]
+pub mod nvrtc;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod nvrtc;
+#[cfg(feature = "internals")]
 pub mod sim;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod sim;
 
 pub use backend::{BackendChoice, BackendKind};
 pub use builder::RuntimeBuilder;
+pub use cuda::DeviceInfo;
 /// The CUDA driver bindings the launch API speaks (kernel arguments, launch configurations).
 pub use cudarc;
 #[cfg(feature = "cupti")]
 pub use devices::DeviceFaults;
 pub use devices::{DeviceList, Devices};
 pub use error::{Error, HandleUse, Result};
+pub use gpu::MailboxArg;
 pub use launch::Launch;
 pub use orchestrator::BadFree;
 pub use orchestrator::Tier;
@@ -50,4 +73,5 @@ pub use settings::{
     DEFAULT_ARENA_FRACTION, DEFAULT_PORTS, DEFAULT_SIM_ARENA_BYTES, DeviceSettings, Placement,
     Settings,
 };
+pub use sim::CpuWarp;
 pub use translator::Handle;

@@ -15,7 +15,12 @@ fn sim(arena_mib: u64) -> Runtime {
 
 #[test]
 fn auto_picks_cuda_only_when_a_gpu_opens() {
-    let gpu = runtime::cuda::open(0).is_ok();
+    let gpu = Runtime::builder()
+        .backend(BackendChoice::Cuda)
+        .arena_bytes(64 << 20)
+        .ports(64)
+        .build()
+        .is_ok();
     let rt = Runtime::builder()
         .arena_bytes(64 << 20)
         .ports(64)
@@ -555,7 +560,7 @@ fn mix(mut x: u64) -> u64 {
 /// DoubleFree, or InteriorPointer where the chunk's place was taken at once by a new chunk
 /// (docs/usage.md). Returns the second frees answered otherwise.
 fn free_then_free_again(
-    warp: &runtime::sim::CpuWarp<'_>,
+    warp: &runtime::CpuWarp<'_>,
     mask: u32,
     twice: u32,
     handles: &[Handle; 32],
@@ -621,7 +626,7 @@ fn live_objects_of_every_class_never_overlap_under_churn() {
         .collect();
     let damaged = std::sync::atomic::AtomicU64::new(0);
     let check_and_free =
-        |warp: &runtime::sim::CpuWarp<'_>, handles: &[Handle; 32], sizes: &[u64; 32]| {
+        |warp: &runtime::CpuWarp<'_>, handles: &[Handle; 32], sizes: &[u64; 32]| {
             let mask = (0..32)
                 .filter(|&l| !handles[l].is_null())
                 .fold(0u32, |m, l| m | 1 << l);

@@ -1,6 +1,6 @@
 //! `alloc --devices LIST`: allocation rate per device alone and of all devices at once.
 //!
-//! One runtime per listed device ([`runtime::Devices`]). For two sizes, one per path (1 KiB: the
+//! One runtime per listed device ([`alignmalloc::Devices`]). For two sizes, one per path (1 KiB: the
 //! device caches; 64 KiB: the host service), each device runs its rounds alone, then all devices
 //! run theirs together, started at one barrier. Alone, a device's rate is its threads over its
 //! allocation kernel's median time; together, the aggregate rate is every device's threads over
@@ -8,9 +8,9 @@
 //! the sum of the alone rates (1.0: the devices do not slow each other). An ordinal listed twice
 //! runs two runtimes on one GPU: their own arenas, mailboxes and service threads, one GPU's SMs.
 
+use alignmalloc::FaultCounts;
+use alignmalloc::{BackendKind, DeviceFaults, DeviceList, Devices, Runtime};
 use anyhow::{Context, bail};
-use runtime::faults::FaultCounts;
-use runtime::{BackendKind, DeviceFaults, DeviceList, Devices, Runtime};
 use serde::Serialize;
 
 use super::{Args, Round, Rounds, System, check_empty, gpu, sim, threads_within};
@@ -64,9 +64,9 @@ fn counted_faults(devices: &Devices) -> anyhow::Result<Option<DeviceFaults>> {
     match devices.take_faults() {
         Ok(f) => Ok(Some(f)),
         Err(
-            runtime::Error::FaultCountersOff
-            | runtime::Error::FaultCountersTaken { .. }
-            | runtime::Error::WrongBackend { .. },
+            alignmalloc::Error::FaultCountersOff
+            | alignmalloc::Error::FaultCountersTaken { .. }
+            | alignmalloc::Error::WrongBackend { .. },
         ) => Ok(None),
         Err(e) => Err(e.into()),
     }

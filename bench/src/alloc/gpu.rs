@@ -1,12 +1,15 @@
 //! `alloc` on the GPU: the kernels of `device/kernels/alloc.cu`.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, orchestrator};
+
 use std::time::Instant;
 
+use alignmalloc::Runtime;
 use anyhow::Context;
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
-use runtime::Runtime;
 
 use super::{Round, Rounds, System};
 use crate::launch::grid;

@@ -1,10 +1,13 @@
 //! `alloc` on the sim backend: CPU warps through the runtime's mailbox, as the kernels do.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::translator;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use runtime::sim::CpuWarp;
-use runtime::{Handle, Runtime};
+use alignmalloc::CpuWarp;
+use alignmalloc::{Handle, Runtime};
 use translator::WARP_LANES;
 
 use super::{Round, Rounds, System};

@@ -1,10 +1,13 @@
 //! The selftest checks as kernels (`device/kernels/selftest.cu`) launched through the runtime.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, translator};
+
 use std::sync::Arc;
 
+use alignmalloc::{Handle, Runtime};
 use anyhow::Context;
 use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
-use runtime::{Handle, Runtime};
 
 use super::{BAD_CHECKS, Check, Device, tag};
 use crate::launch::grid;

@@ -1,11 +1,14 @@
 //! The selftest checks on the sim backend: CPU warps play the kernels of
 //! `device/kernels/selftest.cu` step for step, through the same mailbox and records.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{orchestrator, translator};
+
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use alignmalloc::CpuWarp;
+use alignmalloc::Runtime;
 use orchestrator::{LaneStatus, Status};
-use runtime::Runtime;
-use runtime::sim::CpuWarp;
 use translator::{Handle, WARP_LANES};
 
 use super::{BAD_CHECKS, Device, tag};

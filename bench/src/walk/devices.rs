@@ -13,8 +13,8 @@
 //! the last kernel's end. Every walker of every walk is checked against the CPU reference; the
 //! lists are freed by kernels and every arena must be whole and empty.
 
+use alignmalloc::{BackendChoice, DeviceList, Devices, Runtime};
 use anyhow::{Context, bail};
-use runtime::{BackendChoice, DeviceList, Devices, Runtime};
 use serde::Serialize;
 
 use super::gpu::{Lists, Walker};

@@ -17,14 +17,17 @@
 //! thread and layout), and the walks read them back through the runtime: the allocator's memory
 //! is checked after every batch; no time there is a GPU's.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, orchestrator, ortree, translator};
+
 use std::time::Instant;
 
+use alignmalloc::internals::gpu::ManagedArena;
+use alignmalloc::{BackendKind, Handle, Runtime};
 use anyhow::{Context, bail, ensure};
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use orchestrator::LaneStatus;
-use runtime::gpu::ManagedArena;
-use runtime::{BackendKind, Handle, Runtime};
 use serde::Serialize;
 use translator::WARP_LANES;
 

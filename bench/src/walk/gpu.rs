@@ -1,13 +1,16 @@
 //! `walk` on the GPU: the kernels of `device/kernels/walk.cu` for every system and placement.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{device, orchestrator, ortree, translator};
+
 use std::time::Instant;
 
+use alignmalloc::internals::gpu::{ManagedArena, Residence};
+use alignmalloc::{Handle, Runtime};
 use anyhow::{Context, bail, ensure};
 use cudarc::driver::sys::CUlimit;
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
-use runtime::gpu::{ManagedArena, Residence};
-use runtime::{Handle, Runtime};
 
 use crate::launch::grid;
 
@@ -377,11 +380,11 @@ impl<'a> Walker<'a> {
         let tiered = rt
             .arena_segments()
             .iter()
-            .any(|s| rt.tier_of(s.0) != Some(runtime::Tier::Any));
+            .any(|s| rt.tier_of(s.0) != Some(alignmalloc::Tier::Any));
         if tiered {
             let mut device_tier = 0;
             for &h in lists.iter().filter(|h| !h.is_null()) {
-                if rt.tier_of(h.address()) == Some(runtime::Tier::Device) {
+                if rt.tier_of(h.address()) == Some(alignmalloc::Tier::Device) {
                     device_tier += rt.capacity(h)?;
                 }
             }

@@ -2,14 +2,17 @@
 //! walk through the same layout, and uvmsim replays what the walk touches, with the cost model
 //! fitted on the H200. Walk times here are modelled, never measured.
 
+// The pieces this command drives or measures directly (alignmalloc's `internals`).
+use alignmalloc::internals::{orchestrator, translator};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use alignmalloc::CpuWarp;
+use alignmalloc::{Handle, Runtime};
 use anyhow::{Context, bail};
 use orchestrator::LaneStatus;
 use parking_lot::Mutex;
-use runtime::sim::CpuWarp;
-use runtime::{Handle, Runtime};
 use translator::WARP_LANES;
 use uvmsim::{Allocation, CostModel, Event, Kernel, SimConfig, Simulator, Trace, WarpTrace};
 
