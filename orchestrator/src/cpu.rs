@@ -59,12 +59,12 @@ impl Default for ClosedCheck {
     }
 }
 
-/// Lock word bit: the port is held.
-const PORT_HELD: u32 = 1;
+/// Lock word bit: the port is held (the device client's `kPortHeld`, generated from this).
+pub const PORT_HELD: u32 = 1;
 /// Lock word bit: the port's last request was posted without waiting and may be unanswered.
-const PORT_OWED: u32 = 2;
+pub const PORT_OWED: u32 = 2;
 /// The bits of the owed request's sequence number the lock word keeps (above the two flags).
-const OWED_SEQ_MASK: u32 = u32::MAX >> 2;
+pub const OWED_SEQ_MASK: u32 = u32::MAX >> 2;
 
 fn owed_lock_word(seq: u32) -> u32 {
     (seq & OWED_SEQ_MASK) << 2 | PORT_OWED

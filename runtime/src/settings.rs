@@ -158,7 +158,7 @@ impl Default for DeviceSettings {
         Self {
             poll_pause_min_ns: 32,
             poll_pause_max_ns: 4096,
-            polls_per_closed_check: 1024,
+            polls_per_closed_check: orchestrator::cpu::POLLS_PER_CLOSED_CHECK,
             port_sweep_pause_ns: 256,
             cache_lock_pause_min_ns: 32,
             cache_lock_pause_max_ns: 1024,

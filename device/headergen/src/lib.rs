@@ -62,11 +62,14 @@ fn constants() -> Vec<(&'static str, Vec<Constant>)> {
             },
         ),
         (
-            "The mailbox's records",
+            "The mailbox's record sizes and port lock words",
             constants! {
                 "kRequestWords": U32 = orchestrator::records::REQUEST_WORDS;
                 "kReplyWords": U32 = orchestrator::records::REPLY_WORDS;
                 "kLayoutContiguous": U32 = orchestrator::records::CONTIGUOUS_LAYOUT;
+                "kPortHeld": U32 = orchestrator::cpu::PORT_HELD;
+                "kPortOwed": U32 = orchestrator::cpu::PORT_OWED;
+                "kOwedSeqMask": U32 = orchestrator::cpu::OWED_SEQ_MASK;
             },
         ),
         (

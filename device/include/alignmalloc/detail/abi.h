@@ -57,11 +57,14 @@ constexpr u32 kCacheGenerationsStart = 64u;  // translator::CACHE_GENERATIONS_ST
 constexpr u32 kCacheGenerations = 16384u;  // translator::CACHE_GENERATIONS
 constexpr u32 kCacheStampFlag = 16384u;  // translator::CACHE_STAMP_FLAG
 
-// ---- The mailbox's records
+// ---- The mailbox's record sizes and port lock words
 
 constexpr u32 kRequestWords = 34u;  // orchestrator::records::REQUEST_WORDS
 constexpr u32 kReplyWords = 9u;  // orchestrator::records::REPLY_WORDS
 constexpr u32 kLayoutContiguous = 255u;  // orchestrator::records::CONTIGUOUS_LAYOUT
+constexpr u32 kPortHeld = 1u;  // orchestrator::cpu::PORT_HELD
+constexpr u32 kPortOwed = 2u;  // orchestrator::cpu::PORT_OWED
+constexpr u32 kOwedSeqMask = 1073741823u;  // orchestrator::cpu::OWED_SEQ_MASK
 
 // ---- The device caches' classes, slabs and words
 

@@ -65,10 +65,8 @@ __device__ __forceinline__ u32 peek_host_word(const u32* word) {
 // A port's lock word (device memory): bit 0 held; bit 1 set while the port's last request was
 // posted without waiting (am::post_free) and may still be unanswered, its sequence number's low
 // 30 bits above. The next holder waits for that answer before posting its own, so the request
-// words keep one writer at a time and the host reads each request whole.
-constexpr u32 kPortHeld = 1u;
-constexpr u32 kPortOwed = 2u;
-constexpr u32 kOwedSeqMask = 0x3FFFFFFFu;
+// words keep one writer at a time and the host reads each request whole. (kPortHeld, kPortOwed
+// and kOwedSeqMask are generated into abi.h from the CPU client's constants.)
 
 __device__ __forceinline__ u32 owed_lock_word(u32 seq) { return (seq & kOwedSeqMask) << 2 | kPortOwed; }
 
