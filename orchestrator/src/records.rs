@@ -421,6 +421,17 @@ mod tests {
     }
 
     #[test]
+    fn device_arrays_land_in_their_fields_in_order() {
+        let mut caches = DeviceCaches::default();
+        let addresses: [u64; crate::caches::DEVICE_ARRAYS] = std::array::from_fn(|i| i as u64 + 1);
+        caches.set_device_arrays(addresses);
+        // Two words of sizes, then the device arrays in `CpuCaches::arrays` order.
+        let words: [u64; 22] = bytemuck::cast(caches);
+        assert_eq!(words[2..2 + addresses.len()], addresses);
+        assert!(words[2 + addresses.len()..].iter().all(|&w| w == 0));
+    }
+
+    #[test]
     fn records_are_whole_words() {
         assert_eq!(std::mem::size_of::<RequestRecord>(), REQUEST_WORDS * 8);
         assert_eq!(std::mem::size_of::<ReplyRecord>(), REPLY_WORDS * 8);

@@ -130,7 +130,17 @@ pub fn render() -> String {
         let _ = writeln!(out, "\n// ---- {title}\n");
         for c in group {
             let (ty, suffix) = match c.int {
-                Int::U32 => ("u32", "u"),
+                Int::U32 => {
+                    // A value the C++ type would truncate is a mistake in the table above.
+                    assert!(
+                        u32::try_from(c.value).is_ok(),
+                        "{} = {} ({}) does not fit a u32",
+                        c.name,
+                        c.value,
+                        c.rust
+                    );
+                    ("u32", "u")
+                }
                 Int::U64 => ("u64", "ull"),
             };
             let _ = writeln!(
