@@ -471,6 +471,11 @@ mod tests {
     use crate::testing::{parse, temp};
 
     const RESULTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/results/2026-11-22-h200");
+    /// An `alloc` report with the singular and scaling tests.
+    const ALLOC: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/results/2026-11-24-h200-soak/alloc-caches.json"
+    );
 
     #[test]
     fn axis_labels_are_short() {
@@ -483,15 +488,11 @@ mod tests {
     #[test]
     fn the_committed_reports_make_every_figure() {
         let out = temp("figures");
-        let reports: Vec<String> = [
-            "alloc.json",
-            "access.json",
-            "walk-rmat16.json",
-            "walk-rmat18.json",
-        ]
-        .iter()
-        .map(|f| format!("{RESULTS}/{f}"))
-        .collect();
+        let mut reports: Vec<String> = ["access.json", "walk-rmat16.json", "walk-rmat18.json"]
+            .iter()
+            .map(|f| format!("{RESULTS}/{f}"))
+            .collect();
+        reports.push(ALLOC.to_string());
         let mut words: Vec<&str> = reports.iter().map(String::as_str).collect();
         words.extend(["--out-dir", out.to_str().unwrap()]);
         run(&parse::<Args>(&words).unwrap()).unwrap();
@@ -578,7 +579,7 @@ mod tests {
         let err = run(&parse::<Args>(&[&not_report, "--out-dir", out.to_str().unwrap()]).unwrap())
             .unwrap_err();
         assert!(format!("{err:#}").contains("none of the files is a report"));
-        let alloc = format!("{RESULTS}/alloc.json");
+        let alloc = ALLOC.to_string();
         let err = run(&parse::<Args>(&[
             &alloc,
             "--out-dir",
@@ -601,7 +602,7 @@ mod tests {
         let out = temp("figures-skip");
         let not_json = temp("not.json");
         std::fs::write(&not_json, "{ half").unwrap();
-        let alloc = format!("{RESULTS}/alloc.json");
+        let alloc = ALLOC.to_string();
         let words = [
             not_json.to_str().unwrap(),
             "/nonexistent/r.json",
