@@ -1,6 +1,8 @@
 //! CPU stand-ins for the GPU side: warps played by threads, through the same mailbox and records
 //! as the CUDA client (`device/include/alignmalloc/detail/client.cuh`), and a host arena standing in for
-//! managed memory so tests can write into what they get.
+//! managed memory so tests can write into what they get. `device/hostcheck` runs the CUDA client
+//! itself beside [`CpuDevice`] with the same steps and compares every lane's answer
+//! (`tests/client_protocol.rs`).
 //!
 //! A warp call, as on the GPU: pick a port by hashing the warp id and probe linearly for one whose
 //! lock is free (the locks live in "device memory", here [`CpuDevice`]); post the request as the

@@ -146,7 +146,59 @@ pub struct DeviceCaches {
     pub claimed: u64,
 }
 
+#[cfg(not(loom))]
+impl DeviceMailbox {
+    /// The record of `mailbox` as the device sees it: its arrays at `mapped` (where the device
+    /// sees [`crate::Mailbox::region`]) plus their offsets, the ports' locks at `locks`, and
+    /// `caches`.
+    pub fn over(mailbox: &crate::Mailbox, mapped: u64, locks: u64, caches: DeviceCaches) -> Self {
+        let [req_seq, requests, ack_seq, replies, closed] =
+            mailbox.offsets().map(|o| mapped + o as u64);
+        Self {
+            ports: mailbox.ports() as u32,
+            reserved: 0,
+            req_seq,
+            requests,
+            ack_seq,
+            replies,
+            closed,
+            locks,
+            caches,
+        }
+    }
+}
+
 impl DeviceCaches {
+    /// The record of caches whose channel is `channel`, seen by the device at `mapped` (where
+    /// it sees [`crate::caches::CacheChannel::region`]), with a block table of `hash_len`
+    /// entries and its device arrays at `arrays` ([`crate::caches::CpuCaches::arrays`] order).
+    #[cfg(not(loom))]
+    pub fn over(
+        channel: &crate::caches::CacheChannel,
+        mapped: u64,
+        hash_len: usize,
+        arrays: [u64; crate::caches::DEVICE_ARRAYS],
+    ) -> Self {
+        let [filled, denied, ring, taken, demand, returns, claimed] =
+            channel.offsets().map(|o| mapped + o as u64);
+        let mut record = Self {
+            classes: crate::caches::CACHE_CLASSES as u32,
+            max_slabs: channel.max_slabs() as u32,
+            hash_len: hash_len as u32,
+            ring_len: crate::caches::RING_LEN as u32,
+            filled,
+            denied,
+            ring,
+            taken,
+            demand,
+            returns,
+            claimed,
+            ..Self::default()
+        };
+        record.set_device_arrays(arrays);
+        record
+    }
+
     /// Sets the device-memory arrays' addresses, given in [`crate::caches::CpuCaches::arrays`]
     /// order.
     pub fn set_device_arrays(&mut self, addresses: [u64; crate::caches::DEVICE_ARRAYS]) {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, DriverError};
 use orchestrator::caches::{
-    BITS_ARRAY, CACHE_CLASSES, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, LIFE_ARRAY,
-    RING_LEN, device_array_lens, hash_len, run_slots, run_span_index,
+    BITS_ARRAY, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, LIFE_ARRAY,
+    device_array_lens, hash_len, run_slots, run_span_index,
 };
 use orchestrator::{DeviceCaches, DeviceMailbox, Mailbox};
 use thiserror::Error;
@@ -156,23 +156,12 @@ impl PinnedCaches {
                 return Err(e);
             }
         };
-        let [filled, denied, ring, taken, demand, returns, claimed] =
-            channel.offsets().map(|o| mapped + o as u64);
-        let mut device = DeviceCaches {
-            classes: CACHE_CLASSES as u32,
-            max_slabs: channel.max_slabs() as u32,
-            hash_len: hash_len(max_arena_blocks) as u32,
-            ring_len: RING_LEN as u32,
-            filled,
-            denied,
-            ring,
-            taken,
-            demand,
-            returns,
-            claimed,
-            ..DeviceCaches::default()
-        };
-        device.set_device_arrays(arrays.map(|(offset, _)| memory + offset as u64));
+        let device = DeviceCaches::over(
+            &channel,
+            mapped,
+            hash_len(max_arena_blocks),
+            arrays.map(|(offset, _)| memory + offset as u64),
+        );
         tracing::info!(device_bytes = at, "device caches ready");
         Ok(Self {
             context: context.clone(),
@@ -368,19 +357,7 @@ impl PinnedMailbox {
                 return Err(e);
             }
         };
-        let [req_seq, requests, ack_seq, replies, closed] =
-            mailbox.offsets().map(|o| mapped + o as u64);
-        let device = DeviceMailbox {
-            ports: ports as u32,
-            reserved: 0,
-            req_seq,
-            requests,
-            ack_seq,
-            replies,
-            closed,
-            locks,
-            caches: DeviceCaches::default(),
-        };
+        let device = DeviceMailbox::over(&mailbox, mapped, locks, DeviceCaches::default());
         tracing::info!(ports, bytes, "mailbox registered as pinned memory");
         Ok(Self {
             context: context.clone(),

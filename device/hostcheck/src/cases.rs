@@ -1,5 +1,6 @@
 //! Random inputs for layout parity checks, shared by the host parity test and the GPU parity run
-//! (`alignmalloc layout-parity`), so both exercise the same kinds of cases.
+//! (`alignmalloc layout-parity`), so both exercise the same kinds of cases; the generator also
+//! draws the protocol tests' steps.
 
 use translator::{GeometryConfig, Handle};
 
@@ -20,6 +21,16 @@ impl Rng {
     /// Uniform in `0..n` (`n > 0`; the modulo bias is irrelevant here).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
+    }
+
+    /// Uniform in `low..=high` (`low <= high < u64::MAX`).
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high - low + 1)
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
     }
 
     /// A handle: half arbitrary 64-bit values (garbage included), half well-formed plain or

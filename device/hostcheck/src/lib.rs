@@ -1,11 +1,14 @@
-//! The CUDA C++ headers of `device/include` compiled as host C++ (`shim/layout_shim.cpp`), with
-//! safe Rust wrappers, so tests can hold the headers equal to their Rust twins without a GPU.
+//! The CUDA C++ headers of `device/include` compiled as host C++ (`shim/layout_shim.cpp`; the
+//! device caches and the mailbox client on a host warp in [`caches`] and [`client`]), with safe Rust wrappers, so tests can hold the
+//! headers equal to their Rust twins without a GPU.
 //!
 //! The functions here are the header's, not the `translator` crate's: a test that compares the two
 //! compares two independent implementations of the same formulas. [`cases`] draws the random
 //! inputs, for the host test and for the GPU parity run alike.
 
+pub mod caches;
 pub mod cases;
+pub mod client;
 
 /// `am::Geometry` as laid out by the C++ compiler.
 #[repr(C)]

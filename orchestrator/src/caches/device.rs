@@ -1,6 +1,7 @@
 //! The device side of the caches for CPU warps: the twin of `detail/cache.cuh`, over the same
 //! channel, with "device memory" held here. The sim backend's warps allocate and free through it,
-//! so CI runs the protocol the GPU runs.
+//! so CI runs the protocol the GPU runs; `device/hostcheck` runs `cache.cuh` itself beside it with
+//! the same steps and compares every answer and word (`tests/cache_protocol.rs`).
 //!
 //! Device memory, per class: the class word (slab number << 32 | cursor; slab number 0 = none
 //! yet), the class lock (held by the warp moving the class to its next slab) and the slab id of

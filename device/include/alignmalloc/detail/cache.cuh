@@ -1,7 +1,9 @@
 // alignmalloc device caches: objects of up to 4 MiB allocated and freed on the device.
 //
-// The CUDA twin of `orchestrator::caches::device` (the CPU warps' side, which CI runs); the
-// protocol is in `orchestrator/src/caches/mod.rs` and docs/caches.md. In short: per class, the
+// The CUDA twin of `orchestrator::caches::device` (the CPU warps' side, which CI runs);
+// device/hostcheck runs this file on a host warp beside it with the same steps and compares every
+// answer and word (tests/cache_protocol.rs). The protocol is in `orchestrator/src/caches/mod.rs`
+// and docs/caches.md. In short: per class, the
 // lanes asking it take their objects from the current slab with one fetch_add on the class word
 // (slab number << 32 | cursor), side by side in lane order; in the run class each lane takes the
 // slots its size needs with a fetch_add of its own, and the one lane whose slots would cross the
@@ -463,15 +465,62 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   const u32 lane = lane_id();
   const u32 count = slots != 1 ? slots : (u32)__popc(same);
   if (ok && (slots != 1 || lane == (u32)(__ffs(same) - 1))) cache_free_slots(c, (u32)slab, count);
-  u32 sm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  u64* counters = c.counters + (u64)(sm % kCacheCounterStripes) * kCacheFreeCounters;
+  u64* counters = c.counters + (u64)(sm_id() % kCacheCounterStripes) * kCacheFreeCounters;
   if (mine && !ok) atomicAdd(&counters[status], 1ull);  // bad frees: rare, one atomic each
   if (ok && lane == (u32)(__ffs(freed_mask) - 1)) {
     atomicAdd(&counters[kLaneOk], (u64)__popc(freed_mask));
   }
   *lane_status = status;
   return mine;
+}
+
+// ---- what the mailbox client calls (`orchestrator::caches::CpuCaches::alloc` and `free` on the
+// CPU warps; device/hostcheck runs both on the same steps and compares them) ----------------------
+
+// One lane asking `size` bytes (not 0), with the other lanes of its warp that got here: served
+// from a cache when a class holds the size (run-class sizes where cache_run_class_serves says so
+// for the warp's run lanes; `arranged`: an am::malloc, else am::malloc_contiguous). true:
+// *handle is its object; false: ask the host (no class holds the size, or the host denied the
+// class a slab).
+__device__ inline bool cache_try_alloc(const DeviceCaches& c, const u32* closed, u64 size,
+                                       bool arranged, u64* handle) {
+  u32 cls = cache_class(size);
+  const u32 active = __activemask();
+  if (cache_ballot(active, cls == kCacheRunClass) != 0) {
+    // The run class takes its lanes unless they would keep an arranged layout at the host.
+    // Every active lane takes part in these shuffles (the run lanes' sizes, 0 from the
+    // others), so no shuffle pairs with another group's (see cache_alloc_run).
+    const u64 mine = cls == kCacheRunClass ? size : 0;
+    u64 packed = 0, max = 0;
+    for (u32 m = active; m != 0; m &= m - 1) {
+      const u64 theirs = shfl64(active, mine, __ffs(m) - 1);
+      packed += round16(theirs);
+      if (theirs > max) max = theirs;
+    }
+    if (cls == kCacheRunClass && !cache_run_class_serves(arranged, max, packed)) {
+      cls = kCacheClasses;
+    }
+  }
+  if (cls >= kCacheClasses) return false;
+  return cache_alloc(c, closed, __activemask(), cls, (u32)cache_object_slots(cls, size), handle);
+}
+
+// One lane freeing `word` (not 0: a handle, or an object's address unless `by_handle`), with
+// the other lanes of its warp that got here. Only a lane whose object can be a cache object
+// joins the caches' warp-wide free: a handle a cache made (its free stamp carries
+// kCacheStampFlag), or an address in a block a slab holds now. Any other goes to the host, which
+// answers a host handle into a slab's blocks as a second free. With host objects' lanes in that
+// free, their frees waited for seconds in long kernels and the caches' slabs went unreturned
+// (docs/caches.md, the soak). true: judged here, *lane_status its outcome and *any_failed
+// whether some lane of the caches' free failed; false: ask the host.
+__device__ inline bool cache_try_free(const DeviceCaches& c, u64 word, bool by_handle,
+                                      u32* lane_status, bool* any_failed) {
+  const u64 address = by_handle ? handle_address(word) : word;
+  const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
+  const bool maybe_cached =
+      by_handle ? stamp >= kCacheStampFlag : cache_slab_of_block(c, address >> 21) >= 0;
+  if (!maybe_cached) return false;
+  return cache_free(c, __activemask(), address, stamp, lane_status, any_failed);
 }
 
 }  // namespace detail

@@ -18,6 +18,9 @@
 // Why no acquire load per poll and no flag read before posting: every one of those is a
 // system-scope read across PCIe, and the one flag word read by every warp was the client's
 // bottleneck on the H200 (docs/mailbox.md has the figures).
+//
+// The CPU warps' twin is `orchestrator::cpu::CpuDevice`; device/hostcheck runs this file on a host
+// warp beside it with the same steps and compares every lane's answer (tests/client_protocol.rs).
 #ifndef ALIGNMALLOC_CLIENT_CUH
 #define ALIGNMALLOC_CLIENT_CUH
 
@@ -202,30 +205,10 @@ __device__ inline u64 alloc(const DeviceMailbox& mb, u64 size, u32 op, u32* stat
       if (status) *status = kStatusOk;
       return 0;
     }
-    u32 cls = cache_class(size);
-    const u32 active = __activemask();
-    if (cache_ballot(active, cls == kCacheRunClass) != 0) {
-      // The run class takes its lanes unless they would keep an arranged layout at the host.
-      // Every active lane takes part in these shuffles (the run lanes' sizes, 0 from the
-      // others), so no shuffle pairs with another group's (see cache_alloc_run).
-      const u64 mine = cls == kCacheRunClass ? size : 0;
-      u64 packed = 0, max = 0;
-      for (u32 m = active; m != 0; m &= m - 1) {
-        const u64 theirs = shfl64(active, mine, __ffs(m) - 1);
-        packed += round16(theirs);
-        if (theirs > max) max = theirs;
-      }
-      if (cls == kCacheRunClass && !cache_run_class_serves(op == kOpAlloc, max, packed)) {
-        cls = kCacheClasses;
-      }
-    }
-    if (cls < kCacheClasses) {
-      u64 h = 0;
-      if (cache_alloc(mb.caches, mb.closed, __activemask(), cls,
-                      (u32)cache_object_slots(cls, size), &h)) {
-        if (status) *status = kStatusOk;
-        return h;
-      }
+    u64 h = 0;
+    if (cache_try_alloc(mb.caches, mb.closed, size, op == kOpAlloc, &h)) {
+      if (status) *status = kStatusOk;
+      return h;
     }
   }
   const Reply r = call(mb, op, size);
@@ -279,26 +262,14 @@ namespace detail {
 // objects; else sent to the host, waiting for its answer unless `posted`.
 __device__ inline FreeResult free_word(const DeviceMailbox& mb, u32 op, u64 word, bool posted) {
   if (mb.caches.classes != 0) {
-    // With caches, a null takes no part, and objects of cache slabs are freed on the device.
-    // Only lanes whose object can be a cache object join the caches' warp-wide free: a handle a
-    // cache made (its free stamp carries kCacheStampFlag), or an address in a block a slab holds
-    // now. Any other goes to the host, which answers a host handle into a slab's blocks as a
-    // second free. With host objects' lanes in that free, their frees waited for seconds in long
-    // kernels and the caches' slabs went unreturned (docs/caches.md, the soak).
+    // With caches, a null takes no part, and objects of cache slabs are freed on the device
+    // (cache_try_free says which).
     FreeResult result = {kStatusOk, kLaneOk};
     if (word == 0) return result;
-    const bool by_handle = op == kOpFree;
-    const u64 address = by_handle ? handle_address(word) : word;
-    const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
-    const bool maybe_cached = by_handle ? stamp >= kCacheStampFlag
-                                        : cache_slab_of_block(mb.caches, address >> 21) >= 0;
-    if (maybe_cached) {
-      bool any_failed = false;
-      if (cache_free(mb.caches, __activemask(), address, stamp, &result.lane_status,
-                     &any_failed)) {
-        result.status = any_failed ? kStatusPartial : kStatusOk;
-        return result;
-      }
+    bool any_failed = false;
+    if (cache_try_free(mb.caches, word, op == kOpFree, &result.lane_status, &any_failed)) {
+      result.status = any_failed ? kStatusPartial : kStatusOk;
+      return result;
     }
   }
   const Reply r = call(mb, op, word, !posted);

@@ -7,9 +7,17 @@
 namespace am {
 namespace detail {
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 __device__ __forceinline__ u32 lane_id() {
   u32 id;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
+  return id;
+}
+
+// The SM this warp runs on (the device caches stripe their counters by it).
+__device__ __forceinline__ u32 sm_id() {
+  u32 id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
   return id;
 }
 
@@ -19,6 +27,13 @@ __device__ __forceinline__ u32 global_warp_id() {
   const u32 thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   return (u32)(block * ((threads + 31u) / 32u) + thread / 32u);
 }
+#else
+// Host C++ (device/hostcheck runs these headers' protocol on host threads, one per lane): the
+// program that includes this header defines them, with the warp-wide intrinsics.
+u32 lane_id();
+u32 sm_id();
+u32 global_warp_id();
+#endif
 
 // Shuffles among the lanes of `mask`. A lone lane issues no warp-synchronous instruction at all:
 // on the H200, a lane shuffling with a mask of only itself while other lanes of its warp shuffle
