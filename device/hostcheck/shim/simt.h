@@ -1,6 +1,6 @@
-// A warp on host threads, for running the CUDA headers' device code as host C++: one thread per
-// lane, and the warp-wide intrinsics (__ballot_sync, __match_any_sync, __shfl_sync,
-// __activemask) as rendezvous among the lanes that take part.
+// A warp on the host, for running the CUDA headers' device code as host C++: each lane a context
+// of its own on the calling thread (simt.cpp), and the warp-wide intrinsics (__ballot_sync,
+// __match_any_sync, __shfl_sync, __activemask) as meetings of the lanes that take part.
 //
 // The lanes run one at a time, in lane order: a lane runs until it waits at a warp-wide
 // instruction or returns, then the lowest lane that can run goes on. So a warp's steps happen

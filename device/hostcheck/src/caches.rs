@@ -1,8 +1,9 @@
 //! The device caches of `detail/cache.cuh` (`cache_try_alloc`, `cache_try_free`, what the mailbox
-//! client calls) compiled as host C++ and run on a host warp (`shim/simt.h`: a thread per lane,
-//! the lanes one at a time in lane order between warp-wide instructions), over the words of a
-//! [`CpuCaches`] and its [`CacheChannel`]. A test can then drive the GPU's code and the CPU
-//! warps' twin with the same steps and compare what each answered and left in memory.
+//! client calls) compiled as host C++ and run on a host warp (`shim/simt.h`: a context per lane
+//! on the calling thread, the lanes one at a time in lane order between warp-wide instructions),
+//! over the words of a [`CpuCaches`] and its [`CacheChannel`]. A test can then drive the GPU's
+//! code and the CPU warps' twin with the same steps and compare what each answered and left in
+//! memory.
 //!
 //! Invariant: the record handed to the C++ names only the words of the `CpuCaches` and channel
 //! it was made from, which it borrows, so they outlive every call.

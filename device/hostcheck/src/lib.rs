@@ -1,6 +1,6 @@
 //! The CUDA C++ headers of `device/include` compiled as host C++ (`shim/layout_shim.cpp`; the
-//! device caches and the mailbox client on a host warp in [`caches`] and [`client`]), with safe Rust wrappers, so tests can hold the
-//! headers equal to their Rust twins without a GPU.
+//! device caches and the mailbox client on a host warp in [`caches`] and [`client`]), with safe
+//! Rust wrappers, so tests can hold the headers equal to their Rust twins without a GPU.
 //!
 //! The functions here are the header's, not the `translator` crate's: a test that compares the two
 //! compares two independent implementations of the same formulas. [`cases`] draws the random

@@ -28,7 +28,7 @@ __device__ __forceinline__ u32 global_warp_id() {
   return (u32)(block * ((threads + 31u) / 32u) + thread / 32u);
 }
 #else
-// Host C++ (device/hostcheck runs these headers' protocol on host threads, one per lane): the
+// Host C++ (device/hostcheck runs these headers' protocol on a host warp, a context per lane): the
 // program that includes this header defines them, with the warp-wide intrinsics.
 u32 lane_id();
 u32 sm_id();
