@@ -100,7 +100,8 @@ fn result_files() -> BTreeSet<String> {
     files
 }
 
-/// The tracked sources outside bench/results that may name a result (code and scripts).
+/// `.ci/run` and every Rust source (outside bench/results, target and dot folders): the code that
+/// may name a result.
 fn code_text() -> String {
     let root = repo();
     let mut text = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run reads");

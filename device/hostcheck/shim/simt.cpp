@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <list>
 #include <map>
+#include <memory>
 #include <thread>
-#include <vector>
 
 namespace simt {
 namespace {
@@ -33,7 +33,8 @@ struct Meeting {
 struct Warp {
   ucontext_t scheduler;
   ucontext_t lanes[32];
-  std::vector<char> stacks;
+  // Not zeroed: a lane's frames are written before they are read.
+  std::unique_ptr<char[]> stacks{new char[32 * kLaneStackBytes]};
   void (*body)(unsigned lane, void* context);
   void* context;
   unsigned live = 0;     // lanes not returned
@@ -124,13 +125,11 @@ void run_warp(unsigned lanes, void (*body)(unsigned lane, void* context), void* 
   w.body = body;
   w.context = context;
   w.live = lanes;
-  w.stacks.resize(32 * kLaneStackBytes);
-  Warp* outer = this_warp;
   this_warp = &w;
   for (unsigned lane = 0; lane < 32; ++lane) {
     if ((lanes >> lane & 1u) == 0) continue;
     getcontext(&w.lanes[lane]);
-    w.lanes[lane].uc_stack.ss_sp = w.stacks.data() + lane * kLaneStackBytes;
+    w.lanes[lane].uc_stack.ss_sp = w.stacks.get() + lane * kLaneStackBytes;
     w.lanes[lane].uc_stack.ss_size = kLaneStackBytes;
     w.lanes[lane].uc_link = &w.scheduler;
     makecontext(&w.lanes[lane], lane_entry, 0);
@@ -144,7 +143,7 @@ void run_warp(unsigned lanes, void (*body)(unsigned lane, void* context), void* 
     this_lane = __builtin_ctz(can_run);
     swapcontext(&w.scheduler, &w.lanes[this_lane]);
   }
-  this_warp = outer;
+  this_warp = nullptr;
 }
 
 }  // namespace simt

@@ -25,8 +25,8 @@ namespace simt {
 void exchange(unsigned mask, unsigned long long value, unsigned long long out[32]);
 // The lanes that reach an __activemask() together (see above).
 unsigned active_lanes();
-// Run `lane_body(lane, context)` on a thread for each lane of `lanes`, as one warp; returns when
-// every lane has returned.
+// Run `lane_body(lane, context)` for each lane of `lanes` as one warp, on the calling thread;
+// returns when every lane has returned. Not from inside a lane.
 void run_warp(unsigned lanes, void (*lane_body)(unsigned lane, void* context), void* context);
 // The running lane.
 unsigned current_lane();
