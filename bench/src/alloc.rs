@@ -1,7 +1,7 @@
 //! `alignmalloc alloc`: allocation speed from inside kernels.
 //!
-//! - `singular`: every thread allocates one object of a size drawn from `[2^n, 2^(n+1))`, n = 4..22,
-//!   then frees it;
+//! - `singular`: every thread allocates one object of a size drawn from `[2^n, 2^(n+1))`, n = 4..22
+//!   (`--singular-log2` picks a range of them), then frees it;
 //! - `random`: rounds in which every thread allocates 1 KiB to 256 KiB (a fresh draw per round)
 //!   and frees it;
 //! - `scaling`: 128 to 262 144 threads at 1 KiB and at 8 KiB;
@@ -20,7 +20,8 @@
 //! `alignmalloc-contiguous` (`am::malloc_contiguous`, arrangement off), `cuda-malloc` (CUDA's
 //! device heap, sized for the largest round; GPU only) and `gallatin` (Gallatin's device
 //! allocator over a pool as large as the arena; GPU only, when its harness is built:
-//! bench/gallatin/build.sh, [`gallatin`]). Each round is also checked: every thread
+//! bench/gallatin/build.sh, [`gallatin`]); `--systems` picks some of them and their order, and
+//! `--kernel-times` adds each kernel's time on the GPU's clock. Each round is also checked: every thread
 //! tags the first and last word of its object and a second kernel reads the tags back (an
 //! overlap or a wrong handle shows as a bad object); every status must be Ok and, after the frees,
 //! the allocator must be empty with its invariants intact.
@@ -63,7 +64,7 @@ use crate::progress::note;
 use crate::stats::median;
 
 /// Which allocator a round uses (the kernels' `mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     /// `am::malloc`.
@@ -159,6 +160,19 @@ pub struct Args {
     /// Threads of the singular and random tests (a multiple of 32).
     #[arg(long, default_value_t = 16_384, value_parser = cli::warp_multiple)]
     threads: u32,
+    /// The singular test's n, as `LO-HI` or one n: sizes from [2^n, 2^(n+1)), n within 4..22.
+    #[arg(long, default_value = "4-22", value_parser = singular_range)]
+    singular_log2: (u32, u32),
+    /// Systems to run, in this order (default: every one this backend has: alignmalloc,
+    /// alignmalloc-contiguous, then on the GPU cuda-malloc and, with its harness, gallatin).
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    systems: Vec<System>,
+    /// Also time each of alignmalloc's and CUDA malloc's kernels on the GPU with events
+    /// (`alloc_kernel_ms` / `free_kernel_ms` in the JSON), to tell the kernel's own time from the
+    /// launch and the wait. The events' records fall inside the wall-time window, so leave this
+    /// off for figures compared with Gallatin's (its harness records none).
+    #[arg(long)]
+    kernel_times: bool,
     /// Most threads of the scaling test (it doubles from 128 up to this; at least 128).
     #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(128..))]
     scaling_max_threads: u32,
@@ -211,6 +225,8 @@ pub struct Round {
     /// Bytes the allocator held for the round's objects after the allocation (its chunks and
     /// the device caches' slabs); `None` for systems that do not say.
     pub footprint_bytes: Option<u64>,
+    /// The allocation and the free kernel on the GPU's clock (events around each; `--kernel-times`).
+    pub kernel_ms: Option<(f64, f64)>,
 }
 
 /// What alignmalloc holds for live objects now: the host's chunks (rounding and packing
@@ -320,6 +336,11 @@ pub struct Row {
     free_ms: f64,
     alloc_ms_rounds: Vec<f64>,
     free_ms_rounds: Vec<f64>,
+    /// Medians of the kernels' own times on the GPU's clock, with `--kernel-times`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alloc_kernel_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    free_kernel_ms: Option<f64>,
     /// The device caches during the row (`None`: off, or a system that does not use them).
     caches: Option<RowCaches>,
     /// Allocation time over alignmalloc's on the same row (above 1: alignmalloc is faster).
@@ -367,6 +388,54 @@ pub fn draw(threads: u32, lo: u64, hi: u64, seed: u64, round: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `--singular-log2`: `LO-HI` or one n, within 4..=22.
+fn singular_range(text: &str) -> Result<(u32, u32), String> {
+    let parse = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{t}` is not a whole number (expected LO-HI, e.g. 4-14)"))
+    };
+    let (lo, hi) = match text.split_once('-') {
+        Some((lo, hi)) => (parse(lo)?, parse(hi)?),
+        None => (parse(text)?, parse(text)?),
+    };
+    if !(4..=22).contains(&lo) || !(4..=22).contains(&hi) || lo > hi {
+        return Err(format!(
+            "{lo}-{hi}: the singular test's n runs from 4 to 22, the lower first"
+        ));
+    }
+    Ok((lo, hi))
+}
+
+/// The systems `args` asks for, in its order, of those `rounds` has; all of them by default. A
+/// system asked for and not there is an error that says why.
+fn chosen_systems(rounds: &dyn Rounds, args: &Args) -> anyhow::Result<Vec<System>> {
+    let there = rounds.systems();
+    if args.systems.is_empty() {
+        return Ok(there);
+    }
+    let mut chosen = Vec::new();
+    for &system in &args.systems {
+        if !there.contains(&system) {
+            bail!(
+                "--systems {}: not in this run ({})",
+                system.name(),
+                match system {
+                    System::Gallatin =>
+                        "its harness is not loaded: build it with \
+                         bench/gallatin/build.sh and set ALIGNMALLOC_GALLATIN_LIB; the GPU only",
+                    System::CudaMalloc => "the GPU only, and not under --gpu-memory-gib",
+                    _ => "not on this backend",
+                }
+            );
+        }
+        if !chosen.contains(&system) {
+            chosen.push(system);
+        }
+    }
+    Ok(chosen)
+}
+
 /// Threads that fit `budget` at up to `largest` bytes each (a multiple of 32, at least 32).
 fn threads_within(threads: u32, largest: u64, budget: u64) -> u32 {
     let fit = (budget / largest).min(u64::from(threads)) as u32;
@@ -382,7 +451,7 @@ fn row(
     size_of_round: &dyn Fn(u64) -> Vec<u64>,
 ) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for system in rounds.systems() {
+    for system in chosen_systems(rounds, args)? {
         let mut totals = Round::default();
         let mut allocs = Vec::new();
         let mut frees = Vec::new();
@@ -390,6 +459,8 @@ fn row(
         let mut asked_bytes = 0;
         let mut allocations = 0;
         let mut footprint_bytes: Option<u64> = None;
+        let mut kernel_allocs = Vec::new();
+        let mut kernel_frees = Vec::new();
         let rt = rounds.runtime();
         let cache_before = rt.cache_stats();
         for r in 0..=u64::from(args.repeats) {
@@ -405,6 +476,10 @@ fn row(
             if r > 0 {
                 allocs.push(got.alloc_ms);
                 frees.push(got.free_ms);
+                if let Some((alloc, free)) = got.kernel_ms {
+                    kernel_allocs.push(alloc);
+                    kernel_frees.push(free);
+                }
             }
         }
         let held = rounds.runtime().cache_stats().map(|c| c.held_bytes);
@@ -426,6 +501,8 @@ fn row(
             free_ms: median(&mut frees.clone()),
             alloc_ms_rounds: allocs,
             free_ms_rounds: frees,
+            alloc_kernel_ms: (!kernel_allocs.is_empty()).then(|| median(&mut kernel_allocs)),
+            free_kernel_ms: (!kernel_frees.is_empty()).then(|| median(&mut kernel_frees)),
             caches,
             alloc_ratio_to_alignmalloc: None,
             objects_per_s: f64::from(threads) / (alloc_ms / 1e3),
@@ -465,7 +542,7 @@ fn rows_per_system(args: &Args) -> u64 {
     args.tests
         .iter()
         .map(|test| match test {
-            Test::Singular => 19,
+            Test::Singular => u64::from(args.singular_log2.1 - args.singular_log2.0 + 1),
             Test::Random => 1,
             Test::Scaling => 2 * doublings,
             Test::Floor | Test::Mixed => 1,
@@ -474,6 +551,8 @@ fn rows_per_system(args: &Args) -> u64 {
 }
 
 fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Result<Vec<Row>> {
+    // Before any round: a system asked for and not there stops the run at once.
+    chosen_systems(rounds, args)?;
     let bar = crate::progress::steps(rows_per_system(args), "rows");
     let row = |rounds: &mut dyn Rounds,
                test: Test,
@@ -500,7 +579,7 @@ fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Resul
                 })?);
             }
             Test::Singular => {
-                for n in 4..=22u32 {
+                for n in args.singular_log2.0..=args.singular_log2.1 {
                     let (lo, hi) = (1u64 << n, 1u64 << (n + 1));
                     let threads = threads_within(args.threads, hi, budget);
                     rows.extend(row(rounds, test, n.to_string(), &|r| {
@@ -685,7 +764,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                      what is left)"
                 );
             }
-            let mut rounds = gpu::GpuRounds::new(&rt, budget, harness, !pressure)?;
+            let mut rounds =
+                gpu::GpuRounds::new(&rt, budget, harness, !pressure, args.kernel_times)?;
             // Held back from here on, before any round touches the arena.
             let balloon = match args.gpu_memory_gib {
                 Some(gib) => Some(crate::balloon::Balloon::inflate(&rt, gib)?),
@@ -842,6 +922,74 @@ mod tests {
             assert!(err.contains(wanted), "{words:?}: {err}");
         }
         assert!(parse::<Args>(&["--devices", "0", "--gpu-memory-gib", "1"]).is_err());
+    }
+
+    #[test]
+    fn singular_sizes_and_systems_are_chosen_or_refused_with_the_reason() {
+        use crate::testing::{parse, take_json, temp};
+        assert_eq!(singular_range("4-14"), Ok((4, 14)));
+        assert_eq!(singular_range("9"), Ok((9, 9)));
+        for bad in ["3-9", "9-4", "4-23", "x", "4-"] {
+            let err = singular_range(bad).unwrap_err();
+            assert!(
+                err.contains("4 to 22") || err.contains("whole number"),
+                "{bad}: {err}"
+            );
+        }
+        // A system the sim backend lacks stops the run before any round, naming why.
+        for (system, wanted) in [
+            ("gallatin", "ALIGNMALLOC_GALLATIN_LIB"),
+            ("cuda-malloc", "GPU"),
+        ] {
+            let args: Args = parse(&["--backend", "sim", "--systems", system]).unwrap();
+            let err = format!("{:#}", run(&args).unwrap_err());
+            assert!(
+                err.contains(wanted) && err.contains(system),
+                "{system}: {err}"
+            );
+        }
+        // The systems asked for run in their order, the singular rows asked for only.
+        let json = temp("alloc-chosen.json");
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--tests",
+            "singular",
+            "--singular-log2",
+            "5-6",
+            "--threads",
+            "64",
+            "--repeats",
+            "1",
+            "--systems",
+            "alignmalloc-contiguous,alignmalloc",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        run(&args).unwrap();
+        let report = take_json(&json);
+        let rows: Vec<(String, String)> = report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["parameter"].as_str().unwrap().to_string(),
+                    r["system"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("5", "alignmalloc-contiguous"),
+            ("5", "alignmalloc"),
+            ("6", "alignmalloc-contiguous"),
+            ("6", "alignmalloc"),
+        ]
+        .iter()
+        .map(|(p, s)| (p.to_string(), s.to_string()))
+        .collect();
+        assert_eq!(rows, expected);
     }
 
     #[test]

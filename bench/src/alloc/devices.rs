@@ -90,7 +90,7 @@ pub fn run(args: &Args, list: &DeviceList) -> anyhow::Result<()> {
     let mut rounds: Vec<Box<dyn Rounds + Send + '_>> = Vec::with_capacity(n);
     for (_, rt) in devices.iter() {
         rounds.push(match rt.backend() {
-            BackendKind::Cuda => Box::new(gpu::GpuRounds::new(rt, budget, None, true)?),
+            BackendKind::Cuda => Box::new(gpu::GpuRounds::new(rt, budget, None, true, false)?),
             BackendKind::Sim => Box::new(sim::SimRounds::new(rt)),
         });
     }

@@ -121,6 +121,7 @@ impl Gallatin {
             bad,
             bad_frees: 0,
             footprint_bytes: None,
+            kernel_ms: None,
         })
     }
 }

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use alignmalloc::Runtime;
 use anyhow::Context;
-use cudarc::driver::sys::CUlimit;
-use cudarc::driver::{CudaFunction, CudaModule, PushKernelArg};
+use cudarc::driver::sys::{CUevent_flags, CUlimit};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaModule, CudaStream, PushKernelArg};
 use orchestrator::{LaneStatus, Status};
 
 use super::{Round, Rounds, System};
@@ -25,6 +25,8 @@ pub struct GpuRounds<'a> {
     check: CudaFunction,
     /// Whether CUDA's heap was sized for the rounds (the `cuda-malloc` rows run).
     cuda_heap: bool,
+    /// Events around each kernel (`--kernel-times`): start and end, made once.
+    kernel_events: Option<(CudaEvent, CudaEvent)>,
 }
 
 impl<'a> GpuRounds<'a> {
@@ -38,6 +40,7 @@ impl<'a> GpuRounds<'a> {
         budget: u64,
         gallatin: Option<super::gallatin::Gallatin>,
         cuda_heap: bool,
+        kernel_times: bool,
     ) -> anyhow::Result<Self> {
         if cuda_heap {
             // Headroom for the heap's own rounding and bookkeeping.
@@ -63,6 +66,13 @@ impl<'a> GpuRounds<'a> {
             rt,
             gallatin,
             cuda_heap,
+            kernel_events: if kernel_times {
+                let context = rt.context()?;
+                let timed = Some(CUevent_flags::CU_EVENT_DEFAULT);
+                Some((context.new_event(timed)?, context.new_event(timed)?))
+            } else {
+                None
+            },
         })
     }
 }
@@ -122,6 +132,7 @@ impl Rounds for GpuRounds<'_> {
         let config = grid(sizes.len() as u64);
 
         let before = rt.service_stats();
+        self.mark_start(&stream)?;
         let started = Instant::now();
         let alloc_started = started;
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
@@ -135,8 +146,10 @@ impl Rounds for GpuRounds<'_> {
                     .arg(&mut statuses);
             })
         }?;
+        self.mark_end(&stream)?;
         launch.wait()?;
         let alloc_ms = started.elapsed().as_secs_f64() * 1e3;
+        let alloc_kernel_ms = self.kernel_ms()?;
         super::log_service(rt, system, threads, &before, "alloc");
         let footprint_bytes = system.is_ours().then(|| super::footprint(rt));
         let failures = stream
@@ -175,6 +188,7 @@ impl Rounds for GpuRounds<'_> {
 
         let counted = rt.counters()?;
         let before = rt.service_stats();
+        self.mark_start(&stream)?;
         let started = Instant::now();
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode,
         // unsigned* statuses): the round's handles, each freed once.
@@ -183,8 +197,10 @@ impl Rounds for GpuRounds<'_> {
                 a.arg(&handles).arg(&threads).arg(&mode).arg(&mut statuses);
             })
         }?;
+        self.mark_end(&stream)?;
         launch.wait()?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
+        let free_kernel_ms = self.kernel_ms()?;
         super::log_service(rt, system, threads, &before, "free");
         let bad_frees = if system == System::CudaMalloc {
             // CUDA's free reports nothing: the kernel's statuses are all Ok.
@@ -211,6 +227,33 @@ impl Rounds for GpuRounds<'_> {
             bad,
             bad_frees,
             footprint_bytes,
+            kernel_ms: alloc_kernel_ms.zip(free_kernel_ms),
         })
+    }
+}
+
+impl GpuRounds<'_> {
+    /// With `--kernel-times`: the start event, recorded before the timed window opens.
+    fn mark_start(&self, stream: &CudaStream) -> anyhow::Result<()> {
+        if let Some((start, _)) = &self.kernel_events {
+            start.record(stream)?;
+        }
+        Ok(())
+    }
+
+    /// With `--kernel-times`: the end event, right after the launch (inside the window).
+    fn mark_end(&self, stream: &CudaStream) -> anyhow::Result<()> {
+        if let Some((_, end)) = &self.kernel_events {
+            end.record(stream)?;
+        }
+        Ok(())
+    }
+
+    /// The GPU's time between the two events, once the kernel finished.
+    fn kernel_ms(&self) -> anyhow::Result<Option<f64>> {
+        match &self.kernel_events {
+            Some((start, end)) => Ok(Some(f64::from(start.elapsed_ms(end)?))),
+            None => Ok(None),
+        }
     }
 }

@@ -139,6 +139,7 @@ impl Rounds for SimRounds<'_> {
             bad: bad.into_inner(),
             bad_frees: unfreed,
             footprint_bytes,
+            kernel_ms: None,
         })
     }
 }

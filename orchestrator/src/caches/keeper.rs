@@ -1,6 +1,10 @@
 //! The host side of the caches, run by the service thread on every sweep: read the slabs the
 //! device gave back and return their blocks, then keep each class that the device has used
-//! [`depth`] slabs ahead of its consumption, within the bound on blocks held; a slab ahead of
+//! [`depth`] slabs ahead of its consumption, within the bound on blocks held. A class that runs
+//! dry while in use (its warps ask for a slab the host has not published yet: they wait a
+//! service sweep for it) is kept twice as deep each time, up to [`MOST_DEPTH`], the slabs beyond
+//! the first depth of all classes together within [`DEEP_BLOCKS`]; a drain, or an arena short of
+//! room, puts every class back to its first depth. A slab ahead of
 //! need leaves the bound's last longest slab (32 MiB) free, so a class that asks is not denied for
 //! slabs other classes have not taken yet. A class whose ask was
 //! denied stops asking (the device reads the standing denial) until the host publishes the slab
@@ -30,9 +34,22 @@ use translator::CACHE_GENERATIONS;
 /// than [`MAX_SLAB_BLOCKS`].
 pub const DEPTH: u32 = 2;
 
-/// Slabs published ahead for `class`: [`DEPTH`], or one for the longest slabs (32 MiB), which
-/// the device takes less often and whose second one would be held idle for a whole slab's worth
-/// of objects.
+/// The most slabs a class is published ahead, however fast it takes them (below `RING_LEN`).
+pub const MOST_DEPTH: u32 = 8;
+const _: () = assert!(
+    MOST_DEPTH < RING_LEN as u32,
+    "the ring holds what is published ahead"
+);
+
+/// The most blocks all classes together hold published beyond their first [`depth`] (what
+/// deepening costs in memory held idle, whatever the number of classes that run dry at once).
+pub const DEEP_BLOCKS: u64 = 16;
+
+/// Slabs published ahead for `class` at first: [`DEPTH`], or one for the longest slabs (32 MiB),
+/// which the device takes less often and whose second one would be held idle for a whole slab's
+/// worth of objects. A class that runs dry while in use (its warps ask for a slab the host had
+/// not published yet) gets twice as many ahead, up to [`MOST_DEPTH`], until the caches are
+/// drained or the arena runs short.
 pub fn depth(class: usize) -> u32 {
     if slab_blocks(class) >= MAX_SLAB_BLOCKS {
         1
@@ -125,6 +142,9 @@ pub struct CacheKeeper {
     /// Per class: `taken` when the caches were last drained; slabs are published ahead of need
     /// only once the device takes one past it (a drained class stays empty until used).
     quiet_at: [u32; CACHE_CLASSES],
+    /// Per class: slabs published ahead of its consumption now ([`depth`], doubled each time
+    /// the class ran dry in use, at most [`MOST_DEPTH`]).
+    depth: [u32; CACHE_CLASSES],
     /// Per class: a denial stands, so the device asks no more; the slab it lacks is published
     /// as soon as one fits, and the denial withdrawn.
     denial_stands: [bool; CACHE_CLASSES],
@@ -151,6 +171,7 @@ impl CacheKeeper {
             asks_seen: [0; CACHE_CLASSES],
             returns_read: 0,
             quiet_at: [0; CACHE_CLASSES],
+            depth: std::array::from_fn(depth),
             denial_stands: [false; CACHE_CLASSES],
             lean: false,
             block_generations: HashMap::new(),
@@ -205,8 +226,14 @@ impl CacheKeeper {
         let taken = self.channel.taken(class);
         let asked = ask != self.asks_seen[class];
         self.asks_seen[class] = ask;
-        let ahead = if taken > self.quiet_at[class] && !self.lean {
-            taken + depth(class)
+        let in_use = taken > self.quiet_at[class];
+        if asked && in_use && self.depth[class] < MOST_DEPTH {
+            // The class ran dry in use: its warps waited for this turn. Keep more ahead.
+            self.depth[class] = (self.depth[class] * 2).min(MOST_DEPTH);
+            tracing::debug!(class, depth = self.depth[class], "cache class deepened");
+        }
+        let ahead = if in_use && !self.lean {
+            taken + self.depth[class]
         } else {
             0 // not used since it was drained (or ever), or the arena is short: none ahead
         };
@@ -224,6 +251,11 @@ impl CacheKeeper {
             // A slab ahead of need leaves the bound's last longest slab free, so a class that
             // asks finds room even while others hold slabs they have not taken yet.
             let ahead_of_need = !(needed > 0 && index == taken);
+            if index >= taken + depth(class)
+                && self.deep_blocks() + slab_blocks(class) > DEEP_BLOCKS
+            {
+                break; // deeper than the first depth only within the shared budget
+            }
             let reserve = if ahead_of_need { MAX_SLAB_BLOCKS } else { 0 };
             match self.place(class, reserve, source) {
                 Ok((base, id)) => {
@@ -328,6 +360,16 @@ impl CacheKeeper {
         }
     }
 
+    /// Blocks of the slabs published beyond each class's first [`depth`] and not taken yet.
+    fn deep_blocks(&self) -> u64 {
+        (0..CACHE_CLASSES)
+            .map(|c| {
+                let ahead = self.filled[c].saturating_sub(self.channel.taken(c));
+                u64::from(ahead.saturating_sub(depth(c))) * slab_blocks(c)
+            })
+            .sum()
+    }
+
     /// Withdraw `class`'s denial if one stands, so its warps ask again.
     fn withdraw_denial(&mut self, class: usize) {
         if std::mem::take(&mut self.denial_stands[class]) {
@@ -348,6 +390,7 @@ impl CacheKeeper {
                 self.channel.rewind(class, taken);
             }
             self.quiet_at[class] = taken;
+            self.depth[class] = depth(class);
             // Drained: the class asks afresh when used again.
             self.withdraw_denial(class);
         }
@@ -365,6 +408,8 @@ impl CacheKeeper {
     /// comes back or the caches are drained. Returns the slabs given back.
     pub fn recall(&mut self, source: &mut impl SlabSource) -> usize {
         let mut given = self.take_returns(source);
+        // Short of room: no class keeps more than its first depth ahead from here on.
+        self.depth = std::array::from_fn(depth);
         for class in 0..CACHE_CLASSES {
             let taken = self.channel.taken(class);
             let filled = self.filled[class];
@@ -752,6 +797,44 @@ mod tests {
         keeper.check().unwrap();
     }
 
+    /// A class that runs dry while in use gets twice as many slabs ahead, up to `MOST_DEPTH`;
+    /// a drain puts it back to its first depth.
+    #[test]
+    fn a_class_that_runs_dry_in_use_is_published_deeper_until_drained() {
+        let channel = Arc::new(CacheChannel::new(64));
+        let mut keeper = CacheKeeper::new(channel.clone(), 64 * VABLOCK_BYTES);
+        let mut source = Blocks::new(128);
+        // First use: the ask is answered with one slab, then `depth(0)` go ahead of it.
+        channel.post_demand(0, 1);
+        keeper.tend(&mut source);
+        channel.post_taken(0, 1);
+        keeper.tend(&mut source);
+        assert_eq!(channel.filled(0), 1 + depth(0));
+        // The device takes them all and asks again: it ran dry, so the host goes deeper.
+        let mut taken = 1;
+        let mut expected = depth(0);
+        for ask in 2..7 {
+            taken = channel.filled(0);
+            channel.post_taken(0, taken);
+            channel.post_demand(0, ask);
+            keeper.tend(&mut source);
+            expected = (expected * 2).min(MOST_DEPTH);
+            assert_eq!(channel.filled(0), taken + expected, "ask {ask}");
+            keeper.check().unwrap();
+        }
+        assert_eq!(expected, MOST_DEPTH);
+        // Drained: back to the first depth once the class is used again.
+        keeper.reclaim(&mut source);
+        assert_eq!(channel.filled(0), taken);
+        channel.post_demand(0, 7);
+        keeper.tend(&mut source);
+        keeper.check().unwrap();
+        assert_eq!(channel.filled(0), taken + 1);
+        channel.post_taken(0, taken + 1);
+        keeper.tend(&mut source);
+        assert_eq!(channel.filled(0), taken + 1 + depth(0));
+    }
+
     /// A block whose cache generations are used up is retired: the slab placed on it is kept
     /// outside the bound and the class gets a slab elsewhere; the block is never offered again.
     #[test]
@@ -808,7 +891,18 @@ mod tests {
         prop_assert_eq!(keeper.stats().snapshot().denials, denials + denied);
         for (class, &used) in used_since_drain.iter().enumerate() {
             let ahead = channel.filled(class) - device.taken[class];
-            prop_assert!(ahead <= depth(class), "class {} {} ahead", class, ahead);
+            prop_assert!(
+                keeper.deep_blocks() <= DEEP_BLOCKS,
+                "deep {}",
+                keeper.deep_blocks()
+            );
+            prop_assert!(
+                ahead <= keeper.depth[class] && keeper.depth[class] <= MOST_DEPTH,
+                "class {} {} ahead (depth {})",
+                class,
+                ahead,
+                keeper.depth[class]
+            );
             if !used {
                 prop_assert!(ahead <= 1, "class {} filled unused", class);
             }

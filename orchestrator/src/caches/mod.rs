@@ -11,9 +11,11 @@
 //! device memory and are the only ones it updates with atomics):
 //!
 //! 1. host: places slab `j` (a run of VABlocks) and writes ring entry `j % RING_LEN`, then
-//!    `filled[c] = j + 1` (release). It keeps `DEPTH` slabs ahead of `taken[c]`, never more than
-//!    `RING_LEN` unconsumed, and starts only once the device took a slab (or asked for one)
-//!    since the caches were last drained.
+//!    `filled[c] = j + 1` (release). It keeps the class's depth of slabs ahead of `taken[c]`
+//!    ([`keeper::depth`], doubled each time the class's warps ask while it is in use, at most
+//!    [`keeper::MOST_DEPTH`], within [`keeper::DEEP_BLOCKS`] for all classes beyond their first
+//!    depth), never more than `RING_LEN` unconsumed, and starts only once the device took a
+//!    slab (or asked for one) since the caches were last drained.
 //! 2. device: warps take objects from the current slab with one `fetch_add` on the class word
 //!    (slab number in the high bits, cursor in the low ones), side by side in lane order; in the
 //!    run class each lane takes as many slots as its size needs with a `fetch_add` of its own,
