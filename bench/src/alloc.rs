@@ -21,10 +21,11 @@
 //! device heap, sized for the largest round; GPU only) and `gallatin` (Gallatin's device
 //! allocator over a pool as large as the arena; GPU only, when its harness is built:
 //! bench/gallatin/build.sh, [`gallatin`]); `--systems` picks some of them and their order, and
-//! `--kernel-times` adds each kernel's time on the GPU's clock. Each round is also checked: every thread
-//! tags the first and last word of its object and a second kernel reads the tags back (an
-//! overlap or a wrong handle shows as a bad object); every status must be Ok and, after the frees,
-//! the allocator must be empty with its invariants intact.
+//! `--kernel-times` adds each kernel's time on the GPU's clock. Each round is also checked:
+//! every thread tags the first and last word of its object and a second kernel reads the tags
+//! back (an overlap or a wrong handle shows as a bad object); every status must be Ok and, after
+//! a row's rounds, the allocator must be empty with its invariants intact (on the sim backend
+//! also after every round).
 //!
 //! Frees use `am::post_free`, as a program that does not need each free's status would: the
 //! device caches judge their objects in the kernel, other frees are posted to the host without
@@ -246,7 +247,9 @@ pub trait Rounds {
     fn runtime(&self) -> &Runtime;
 }
 
-/// After a round: the allocator's invariants hold (the caches stay warm for the next round).
+/// After a round on the sim backend: the allocator's invariants hold (the caches stay warm for
+/// the next round). The GPU's rounds leave this to the row's end ([`check_empty`]), outside the
+/// timed launches (gpu.rs says why).
 pub fn check_invariants(rt: &Runtime, system: System) -> anyhow::Result<()> {
     if !system.is_ours() {
         return Ok(());

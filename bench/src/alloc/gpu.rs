@@ -218,7 +218,11 @@ impl Rounds for GpuRounds<'_> {
                 .count();
             super::posted_frees_failed(rt, &counted, objects as u64)?
         };
-        super::check_invariants(rt, system)?;
+        // The allocator's invariants are checked once the row's rounds are done (check_empty),
+        // not here: walking the resolver's tables between rounds left the host's caches cold
+        // for the next launch, which then took about 0.01 ms more on the GPU's clock (CUDA
+        // malloc's rounds too, with this check added), a cost of the harness, not of the
+        // allocator it times.
         Ok(Round {
             alloc_started: Some(alloc_started),
             alloc_ms,
