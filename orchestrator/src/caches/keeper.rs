@@ -835,6 +835,44 @@ mod tests {
         assert_eq!(channel.filled(0), taken + 1 + depth(0));
     }
 
+    /// What deepening publishes is held to `DEEP_BLOCKS` for all classes: a class of 32 MiB
+    /// slabs that keeps running dry gets one slab beyond its first depth, not the depth it
+    /// asked for.
+    #[test]
+    fn deepening_stays_within_the_shared_budget() {
+        let class = 11;
+        assert_eq!(
+            slab_blocks(class),
+            DEEP_BLOCKS,
+            "one slab beyond is the whole budget"
+        );
+        let channel = Arc::new(CacheChannel::new(64));
+        let mut keeper = CacheKeeper::new(channel.clone(), 512 * VABLOCK_BYTES);
+        let mut source = Blocks::new(1024);
+        channel.post_demand(class, 1);
+        keeper.tend(&mut source);
+        channel.post_taken(class, 1);
+        keeper.tend(&mut source);
+        assert_eq!(channel.filled(class), 1 + depth(class));
+        for ask in 2..6 {
+            let taken = channel.filled(class);
+            channel.post_taken(class, taken);
+            channel.post_demand(class, ask);
+            keeper.tend(&mut source);
+            assert!(
+                keeper.depth[class] >= 2 * depth(class),
+                "ask {ask}: deepened"
+            );
+            assert_eq!(
+                channel.filled(class),
+                taken + depth(class) + 1,
+                "ask {ask}: the first depth and one slab of budget"
+            );
+            assert_eq!(keeper.deep_blocks(), DEEP_BLOCKS);
+            keeper.check().unwrap();
+        }
+    }
+
     /// A block whose cache generations are used up is retired: the slab placed on it is kept
     /// outside the bound and the class gets a slab elsewhere; the block is never offered again.
     #[test]
