@@ -449,12 +449,13 @@ fn threads_within(threads: u32, largest: u64, budget: u64) -> u32 {
 fn row(
     rounds: &mut dyn Rounds,
     args: &Args,
+    systems: &[System],
     test: Test,
     parameter: String,
     size_of_round: &dyn Fn(u64) -> Vec<u64>,
 ) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for system in chosen_systems(rounds, args)? {
+    for &system in systems {
         let mut totals = Round::default();
         let mut allocs = Vec::new();
         let mut frees = Vec::new();
@@ -555,14 +556,14 @@ fn rows_per_system(args: &Args) -> u64 {
 
 fn run_tests(rounds: &mut dyn Rounds, args: &Args, budget: u64) -> anyhow::Result<Vec<Row>> {
     // Before any round: a system asked for and not there stops the run at once.
-    chosen_systems(rounds, args)?;
+    let systems = chosen_systems(rounds, args)?;
     let bar = crate::progress::steps(rows_per_system(args), "rows");
     let row = |rounds: &mut dyn Rounds,
                test: Test,
                parameter: String,
                sizes: &dyn Fn(u64) -> Vec<u64>| {
         bar.set_message(format!("{test:?} {parameter}").to_lowercase());
-        let rows = row(rounds, args, test, parameter, sizes);
+        let rows = row(rounds, args, &systems, test, parameter, sizes);
         bar.inc(1);
         rows
     };

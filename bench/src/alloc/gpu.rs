@@ -219,8 +219,8 @@ impl Rounds for GpuRounds<'_> {
             super::posted_frees_failed(rt, &counted, objects as u64)?
         };
         // The allocator's invariants are checked once the row's rounds are done (check_empty),
-        // not here: walking the resolver's tables between rounds left the host's caches cold
-        // for the next launch, which then took about 0.01 ms more on the GPU's clock (CUDA
+        // not here: walking the resolver's tables between rounds leaves the host's caches cold
+        // for the next launch, which then takes about 0.01 ms more on the GPU's clock (CUDA
         // malloc's rounds too, with this check added), a cost of the harness, not of the
         // allocator it times.
         Ok(Round {
