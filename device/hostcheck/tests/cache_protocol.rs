@@ -248,8 +248,90 @@ fn eligible(mask: u32, sizes: &[u64; 32], arranged: bool) -> u32 {
     }
 }
 
+/// A warp whose lanes all ask one size (most lanes of a power-of-two class).
+fn draw_one_size(rng: &mut Rng, mask: u32) -> [u64; 32] {
+    let size = rng.range(1, 32 << 10);
+    let mut sizes = [0u64; 32];
+    for (lane, s) in sizes.iter_mut().enumerate() {
+        if mask >> lane & 1 == 1 {
+            *s = size;
+        }
+    }
+    sizes
+}
+
+/// The largest group of `batch`'s power-of-two-class objects that share one bitmap word (32
+/// slots of a slab; slabs start on 2 MiB), freed by their own lanes; at times one more lane
+/// frees one of them too.
+fn one_word_free(rng: &mut Rng, batch: &[(usize, u64, u64)], by_address: bool) -> (u32, [u64; 32]) {
+    let word_of = |&(_, handle, size): &(usize, u64, u64)| {
+        let class = cache_class(size).filter(|&c| c != RUN_CLASS)?;
+        Some((class, Handle(handle).address() / (32 * (16u64 << class))))
+    };
+    let mut groups: BTreeMap<(usize, u64), Vec<(usize, u64)>> = BTreeMap::new();
+    for b in batch {
+        if let Some(key) = word_of(b) {
+            groups.entry(key).or_default().push((b.0, b.1));
+        }
+    }
+    let mut mask = 0u32;
+    let mut words = [0u64; 32];
+    let word = |h: u64| if by_address { Handle(h).address() } else { h };
+    if let Some(group) = groups.values().max_by_key(|g| g.len()) {
+        for &(lane, handle) in group {
+            mask |= 1 << lane;
+            words[lane] = word(handle);
+        }
+        if rng.chance(30) && mask != u32::MAX {
+            let twin = (0..32).find(|l| mask >> l & 1 == 0).expect("a lane left");
+            words[twin] = word(group[rng.below(group.len() as u64) as usize].1);
+            mask |= 1 << twin;
+        }
+    }
+    (mask, words)
+}
+
+/// Both sides free `words` with the lanes of `mask`; their answers must be equal.
+#[allow(clippy::too_many_arguments)]
+fn free_step(
+    rust: &Side,
+    cpp: &Side,
+    host_cpp: &HostCaches,
+    mask: u32,
+    words: &[u64; 32],
+    by_address: bool,
+    at: &str,
+    seen: &mut Seen,
+) {
+    let a = TestHost::serve_while(&rust.host, || rust.caches.free(mask, words, by_address));
+    let b = TestHost::serve_while(&cpp.host, || host_cpp.free(mask, words, by_address));
+    assert_eq!(
+        a.handled, b.handled,
+        "{at}: lanes judged in the caches, words {words:x?}"
+    );
+    let failed = (0..32).any(|l| a.handled >> l & 1 == 1 && a.lanes[l] != LaneStatus::Ok);
+    for lane in (0..32).filter(|l| a.handled >> l & 1 == 1) {
+        assert_eq!(
+            a.lanes[lane] as u32, b.lanes[lane],
+            "{at}: lane {lane}'s outcome"
+        );
+        assert_eq!(
+            b.any_failed >> lane & 1 == 1,
+            failed,
+            "{at}: lane {lane} told of a failure"
+        );
+        *seen.frees.entry(b.lanes[lane]).or_default() += 1;
+    }
+    if a.handled.count_ones() > 1 && (0..32).all(|l| mask >> l & 1 == 0 || a.handled >> l & 1 == 1)
+    {
+        seen.one_word_frees += 1;
+    }
+}
+
 #[derive(Default)]
 struct Seen {
+    /// Free steps whose lanes (more than one) were all judged in the caches.
+    one_word_frees: u64,
     served: u64,
     fallback: u64,
     frees: BTreeMap<u32, u64>,
@@ -263,6 +345,8 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
     let host_cpp = HostCaches::new(&cpp.caches, &cpp.channel);
     let mut live: Vec<u64> = Vec::new();
     let mut freed: Vec<u64> = Vec::new();
+    // The served lanes of the last allocation: (lane, handle, size).
+    let mut last_batch: Vec<(usize, u64, u64)> = Vec::new();
     for step in 0..steps {
         let at = format!("seed {seed}, step {step}");
         let mask = (rng.next_u64() as u32) | 1;
@@ -274,7 +358,11 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
                 seen.drains += 1;
             }
             2..55 => {
-                let sizes = draw_sizes(&mut rng, mask);
+                let sizes = if rng.chance(20) {
+                    draw_one_size(&mut rng, mask)
+                } else {
+                    draw_sizes(&mut rng, mask)
+                };
                 let arranged = rng.chance(50);
                 let a: CachedAlloc = TestHost::serve_while(&rust.host, || {
                     rust.caches.alloc(mask, &sizes, arranged, &|| false)
@@ -297,8 +385,26 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
                         .filter(|l| a.served >> l & 1 == 1)
                         .map(|l| a.handles[l].0),
                 );
+                last_batch = (0..32)
+                    .filter(|l| a.served >> l & 1 == 1)
+                    .map(|l| (l, a.handles[l].0, sizes[l]))
+                    .collect();
                 seen.served += u64::from(a.served.count_ones());
                 seen.fallback += u64::from(a.fallback.count_ones());
+            }
+            _ if rng.chance(25) && !last_batch.is_empty() => {
+                // A warp frees objects its lanes took together, all in one bitmap word (every
+                // lane's atomic on the same word), at times with a second lane freeing one of
+                // them again; a batch freed before is a second free of each.
+                let by_address = rng.chance(30);
+                let (mask, words) = one_word_free(&mut rng, &last_batch, by_address);
+                for lane in (0..32).filter(|l| mask >> l & 1 == 1) {
+                    let handle = last_batch.iter().find(|b| b.0 == lane).map(|b| b.1);
+                    if let Some(at) = handle.and_then(|h| live.iter().position(|&x| x == h)) {
+                        freed.push(live.swap_remove(at));
+                    }
+                }
+                free_step(&rust, &cpp, &host_cpp, mask, &words, by_address, &at, seen);
             }
             _ => {
                 let by_address = rng.chance(30);
@@ -331,29 +437,7 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
                         handle
                     };
                 }
-                let a = TestHost::serve_while(&rust.host, || {
-                    rust.caches.free(mask, &words, by_address)
-                });
-                let b =
-                    TestHost::serve_while(&cpp.host, || host_cpp.free(mask, &words, by_address));
-                assert_eq!(
-                    a.handled, b.handled,
-                    "{at}: lanes judged in the caches, words {words:x?}"
-                );
-                let failed =
-                    (0..32).any(|l| a.handled >> l & 1 == 1 && a.lanes[l] != LaneStatus::Ok);
-                for lane in (0..32).filter(|l| a.handled >> l & 1 == 1) {
-                    assert_eq!(
-                        a.lanes[lane] as u32, b.lanes[lane],
-                        "{at}: lane {lane}'s outcome"
-                    );
-                    assert_eq!(
-                        b.any_failed >> lane & 1 == 1,
-                        failed,
-                        "{at}: lane {lane} told of a failure"
-                    );
-                    *seen.frees.entry(b.lanes[lane]).or_default() += 1;
-                }
+                free_step(&rust, &cpp, &host_cpp, mask, &words, by_address, &at, seen);
             }
         }
         rust.host.lock().unwrap().settle();
@@ -395,4 +479,9 @@ fn the_gpus_caches_and_the_cpu_warps_twin_answer_alike_and_leave_the_same_words(
         );
     }
     assert!(seen.drains > 0);
+    assert!(
+        seen.one_word_frees > 20,
+        "warps freeing into one word: {}",
+        seen.one_word_frees
+    );
 }

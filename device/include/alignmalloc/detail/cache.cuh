@@ -8,7 +8,8 @@
 // (slab number << 32 | cursor), side by side in lane order; in the run class each lane takes the
 // slots its size needs with a fetch_add of its own, and the one lane whose slots would cross the
 // slab's end counts the slots left there as freed. The warp that finds the slab used up
-// takes the class lock and moves the class to the next slab the host published (it asks once
+// takes the class lock and moves the class to the next slab the host published, its lanes of the
+// class sharing the new slab's bitmap words and blocks (it asks once
 // with `demand` and waits when none is there yet; it claims a published slab before it reads
 // it, because the host may take slabs it published back when it needs their room); when the
 // host denies it one, the lanes ask through the mailbox instead, and so do the class's next
@@ -33,6 +34,14 @@
 namespace am {
 namespace detail {
 
+// Unrolled by the CUDA compilers (a loop over a register array); host C++ (device/hostcheck)
+// knows no such pragma.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define AM_CACHE_UNROLL _Pragma("unroll")
+#else
+#define AM_CACHE_UNROLL
+#endif
+
 template <typename T>
 using device_atomic = cuda::atomic_ref<T, cuda::thread_scope_device>;
 template <typename T>
@@ -46,6 +55,11 @@ __device__ __forceinline__ u32 cache_ballot(u32 mask, bool value) {
 __device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
   if (is_lone_lane(mask)) return mask;
   return __match_any_sync(mask, value);
+}
+
+// Orders the memory accesses of the lanes of `mask` (each reaches it) before those after it.
+__device__ __forceinline__ void cache_syncwarp(u32 mask) {
+  if (!is_lone_lane(mask)) __syncwarp(mask);
 }
 
 __device__ __forceinline__ u32 cache_peek(const u32* word) {
@@ -76,6 +90,40 @@ __device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 val
       }
     }
     at = (at + 1) & (c.hash_len - 1);
+  }
+}
+
+// Point the `count` blocks from `first` on at `value`, as cache_map_block one after the other
+// does, with the first probe of up to kCacheMaxSlabBlocks blocks read together: one after the
+// other, each probe waited for the one before (a 32 MiB slab's return, 16 blocks by one lane,
+// made frees of 4-32 KiB objects 1.4x slower). A block whose key is not at its first probe takes
+// the full probe. One fence orders the loads before the stores as each load's acquire and each
+// store's release would; for one block that fence costs more than the pair (measured on the
+// slab start, where each lane maps few blocks: cache_prepare_slab_part maps one at a time).
+__device__ inline void cache_map_blocks(const DeviceCaches& c, u64 first, u64 count, u32 value) {
+  for (u64 start = 0; start < count; start += kCacheMaxSlabBlocks) {
+    const u64 n = count - start < kCacheMaxSlabBlocks ? count - start : kCacheMaxSlabBlocks;
+    u64 seen[kCacheMaxSlabBlocks];
+    AM_CACHE_UNROLL
+    for (u32 i = 0; i < kCacheMaxSlabBlocks; ++i) {
+      if (i < n) {
+        const u64 at = cache_hash_home(first + start + i, c.hash_len);
+        seen[i] = device_atomic<u64>(c.blocks[at]).load(cuda::memory_order_relaxed);
+      }
+    }
+    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_device);
+    AM_CACHE_UNROLL
+    for (u32 i = 0; i < kCacheMaxSlabBlocks; ++i) {
+      if (i < n) {
+        const u64 block = first + start + i;
+        if (seen[i] >> 32 == block + 1) {
+          device_atomic<u64>(c.blocks[cache_hash_home(block, c.hash_len)])
+              .store((block + 1) << 32 | value, cuda::memory_order_relaxed);
+        } else {
+          cache_map_block(c, block, value);
+        }
+      }
+    }
   }
 }
 
@@ -145,13 +193,18 @@ __device__ inline void cache_settle_cursor(device_atomic<u64>& word, u32 seen, u
   }
 }
 
-// The class lock's holder: move class `cls` past slab number `seen`; `*asks` numbers the asks
-// it posts. 1: moved (by this or another warp); 0: the host denied the next slab, or the service
-// stopped.
+// What cache_advance_locked found: the class moved on (by another warp), or the host denied the
+// next slab (or the service stopped), or this lock holder claimed the slab and starts it.
+constexpr u32 kAdvanceDenied = 0;
+constexpr u32 kAdvanceMoved = 1;
+constexpr u32 kAdvanceClaimed = 2;
+
+// The class lock's holder: claim the slab after slab number `seen` of class `cls`, the host's
+// ring entry in *entry; `*asks` numbers the asks it posts.
 __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* closed, u32 cls,
-                                           u32 seen, u32* asks) {
+                                           u32 seen, u32* asks, u64* entry) {
   device_atomic<u64> word(c.class_words[cls]);
-  if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
+  if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return kAdvanceMoved;
   const u32 index = seen;  // slab number seen + 1 is the host's entry `seen`
   u32 ask = 0;
   u32 pause = kRefillPauseMinNs;
@@ -167,7 +220,7 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
       // The host denied the class's last ask and has not withdrawn it: no round trip per warp
       // while the caches are at their bound (the host publishes the slab when one fits).
       cache_settle_cursor(word, seen, cache_slab_objects(cls));
-      return 0;
+      return kAdvanceDenied;
     }
     if (ask == 0) {
       *asks = (*asks + 1) & 0x7FFFFFFFu;
@@ -176,65 +229,140 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
     }
     if (cache_peek(&c.denied[cls]) == ask) {
       cache_settle_cursor(word, seen, cache_slab_objects(cls));
-      return 0;
+      return kAdvanceDenied;
     }
     if (polls % kPollsPerClosedCheck == 0 && system_atomic<u32>(*const_cast<u32*>(closed))
                                       .load(cuda::memory_order_acquire)) {
-      return 0;
+      return kAdvanceDenied;
     }
     __nanosleep(pause);
     pause = next_pause(pause, kRefillPauseMaxNs);
   }
-  const u64 entry =
+  *entry =
       *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
+  return kAdvanceClaimed;
+}
+
+// Starting the claimed slab `entry` as class `cls`'s slab number `number` (class lock held), in
+// three steps so that the lanes of a warp can share the middle one. First its fields, then its
+// new life (release: a free that reads the life sees the fields); returns the life.
+__device__ inline u32 cache_begin_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry) {
   const u32 id = cache_entry_id(entry);
-  const u64 base = cache_entry_base(entry);
-  const u32 number = seen + 1;
-  device_atomic<u64>(c.slab_base[id]).store(base, cuda::memory_order_relaxed);
+  device_atomic<u64>(c.slab_base[id]).store(cache_entry_base(entry), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_generation[id]).store(cache_entry_stamp(entry), cuda::memory_order_relaxed);
   // The number last (release): a reader that sees it sees the class above (cache_is_slab).
   device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_release);
-  // The new life after the fields above (a free that reads it sees them), then its bitmap: a
-  // late free of an earlier life finds the words of this one and is refused.
   device_atomic<u32> life_word(c.slab_life[id]);
   const u32 life = life_word.load(cuda::memory_order_relaxed) + 1;
   life_word.store(life, cuda::memory_order_release);
+  return life;
+}
+
+// Share `part` of `parts` of the middle step, after the life: the slab's bitmap words in its new
+// life (a late free of an earlier life finds them and is refused), words part, part + parts, ...
+// (side by side across the lanes), and its blocks in the block table, a run of consecutive ones
+// per part (lanes that take their parts in lane order map the blocks in order, as one lane does,
+// so the table's probes come out the same).
+__device__ inline void cache_prepare_slab_part(const DeviceCaches& c, u32 cls, u64 entry, u32 life,
+                                               u32 part, u32 parts) {
+  const u32 id = cache_entry_id(entry);
   const u32 words = (u32)((cache_slab_objects(cls) + 31) / 32);
   u64* bits = c.bits + (u64)id * kCacheBitmapWords;
-  for (u32 i = 0; i < words; ++i) {
+  for (u32 i = part; i < words; i += parts) {
     device_atomic<u64>(bits[i]).store((u64)life << 32, cuda::memory_order_relaxed);
   }
   const u64 blocks = cache_slab_blocks(cls);
-  for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, id + 1);
-  device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
-      .store(id, cuda::memory_order_release);
-  word.exchange((u64)number << kSlabNumberShift, cuda::memory_order_release);
-  system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
-  return 1;
+  const u64 per_part = (blocks + parts - 1) / parts;
+  const u64 first = (cache_entry_base(entry) >> 21) + part * per_part;
+  const u64 last = (cache_entry_base(entry) >> 21) + blocks;
+  for (u64 b = first; b < first + per_part && b < last; ++b) cache_map_block(c, b, id + 1);
 }
 
-// One lane: move class `cls` past slab number `seen`, or learn that another warp did. The
-// class lock word is asks << 1 | held.
-__device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u32 cls, u32 seen) {
+// The last step: the class's ring of ids and its word move to the slab (release: a warp that
+// takes objects from it sees the steps before), and the host learns it was taken.
+__device__ inline void cache_finish_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry) {
+  device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
+      .store(cache_entry_id(entry), cuda::memory_order_release);
+  device_atomic<u64>(c.class_words[cls]).exchange((u64)number << kSlabNumberShift,
+                                                   cuda::memory_order_release);
+  system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
+}
+
+// One lane: take class `cls`'s lock, unless the class moved past slab number `seen` meanwhile
+// (kAdvanceMoved), and find its next slab (cache_advance_locked). On kAdvanceClaimed the lock is
+// still held, *asks to be written back with it; else it was given back. The class lock word is
+// asks << 1 | held.
+__device__ inline u32 cache_lock_and_advance(const DeviceCaches& c, const u32* closed, u32 cls,
+                                             u32 seen, u32* asks, u64* entry) {
   device_atomic<u64> word(c.class_words[cls]);
   device_atomic<u32> lock(c.class_locks[cls]);
   u32 pause = kCacheLockPauseMinNs;
   for (;;) {
-    if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return 1;
+    if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) {
+      return kAdvanceMoved;
+    }
     u32 current = lock.load(cuda::memory_order_relaxed);
     if ((current & 1u) == 0 &&
         lock.compare_exchange_strong(current, current | 1u, cuda::memory_order_acquire,
                                      cuda::memory_order_relaxed)) {
-      u32 asks = current >> 1;
-      const u32 moved = cache_advance_locked(c, closed, cls, seen, &asks);
-      lock.store(asks << 1, cuda::memory_order_release);
-      return moved;
+      *asks = current >> 1;
+      const u32 found = cache_advance_locked(c, closed, cls, seen, asks, entry);
+      if (found != kAdvanceClaimed) lock.store(*asks << 1, cuda::memory_order_release);
+      return found;
     }
     __nanosleep(pause);
     pause = next_pause(pause, kCacheLockPauseMaxNs);
   }
+}
+
+__device__ inline void cache_unlock_class(const DeviceCaches& c, u32 cls, u32 asks) {
+  device_atomic<u32>(c.class_locks[cls]).store(asks << 1, cuda::memory_order_release);
+}
+
+// One lane: move class `cls` past slab number `seen`, or learn that another warp did. 1: moved;
+// 0: the host denied the next slab, or the service stopped.
+__device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u32 cls, u32 seen) {
+  u32 asks = 0;
+  u64 entry = 0;
+  const u32 found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
+  if (found != kAdvanceClaimed) return found;
+  const u32 life = cache_begin_slab(c, cls, seen + 1, entry);
+  cache_prepare_slab_part(c, cls, entry, life, 0, 1);
+  cache_finish_slab(c, cls, seen + 1, entry);
+  cache_unlock_class(c, cls, asks);
+  return kAdvanceMoved;
+}
+
+// The lanes of `mask` (a warp's lanes of class `cls`, `leader` among them): cache_advance with
+// the lanes sharing the slab's bitmap words and blocks, so the class's other warps wait for a
+// lane's share of them rather than for all (up to 4 096 words and 16 blocks). The same return in
+// every lane of `mask`.
+__device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* closed, u32 mask,
+                                         u32 leader, u32 cls, u32 seen) {
+  const u32 lane = lane_id();
+  u32 asks = 0, found = 0, life = 0;
+  u64 entry = 0;
+  if (lane == leader) {
+    found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
+    if (found == kAdvanceClaimed) life = cache_begin_slab(c, cls, seen + 1, entry);
+  }
+  found = shfl32(mask, found, leader);
+  if (found != kAdvanceClaimed) return found;
+  entry = shfl64(mask, entry, leader);
+  life = shfl32(mask, life, leader);
+  // The leader's fields and life before every lane's words; every lane's words and blocks
+  // before the leader moves the class word.
+  cache_syncwarp(mask);
+  cache_prepare_slab_part(c, cls, entry, life, (u32)__popc(mask & ((1u << lane) - 1u)),
+                          (u32)__popc(mask));
+  cache_syncwarp(mask);
+  if (lane == leader) {
+    cache_finish_slab(c, cls, seen + 1, entry);
+    cache_unlock_class(c, cls, asks);
+  }
+  return kAdvanceMoved;
 }
 
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id);
@@ -357,10 +485,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     below = __popc(pending & ((1u << lane) - 1u));
     total = __popc(pending);
     const u32 next = __ffs(pending) - 1;
-    u32 moved = 0;
-    if (lane == next) moved = cache_advance(c, closed, cls, number);
-    moved = (u32)shfl64(pending, moved, next);
-    if (!moved) return false;
+    if (!cache_advance_warp(c, closed, pending, next, cls, number)) return false;
   }
 }
 
@@ -369,8 +494,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
   const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
-  const u64 blocks = cache_slab_blocks(cls);
-  for (u64 b = 0; b < blocks; ++b) cache_map_block(c, (base >> 21) + b, 0);
+  cache_map_blocks(c, base >> 21, cache_slab_blocks(cls), 0);
   const u64 i = device_atomic<u64>(*c.returns_claimed).fetch_add(1, cuda::memory_order_acq_rel);
   const u64 lap = i / c.max_slabs + 1;
   __threadfence_system();
