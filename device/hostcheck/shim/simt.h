@@ -1,7 +1,6 @@
 // A warp on the host, for running the CUDA headers' device code as host C++: each lane a context
 // of its own on the calling thread (simt.cpp), and the warp-wide intrinsics (__ballot_sync,
-// __match_any_sync, __shfl_sync, __syncwarp, __activemask) as meetings of the lanes that take
-// part.
+// __match_any_sync, __shfl_sync, __activemask) as meetings of the lanes that take part.
 //
 // The lanes run one at a time, in lane order: a lane runs until it waits at a warp-wide
 // instruction or returns, then the lowest lane that can run goes on. So a warp's steps happen
@@ -63,18 +62,12 @@ inline unsigned __shfl_sync(unsigned mask, unsigned value, unsigned source) {
   return (unsigned)values[source & 31u];
 }
 
-// A meeting of the lanes of `mask`: the lanes run one at a time, so each one's memory accesses
-// before it come before every one's after it.
-inline void __syncwarp(unsigned mask) {
-  unsigned long long values[32];
-  simt::exchange(mask, 0, values);
-}
-
 inline unsigned __activemask() { return simt::active_lanes(); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 void __nanosleep(unsigned ns);
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <typename T>
 inline T atomicAdd(T* word, T value) {
   return __atomic_fetch_add(word, value, __ATOMIC_RELAXED);

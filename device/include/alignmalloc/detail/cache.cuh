@@ -57,9 +57,13 @@ __device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
   return __match_any_sync(mask, value);
 }
 
-// Orders the memory accesses of the lanes of `mask` (each reaches it) before those after it.
-__device__ __forceinline__ void cache_syncwarp(u32 mask) {
-  if (!is_lone_lane(mask)) __syncwarp(mask);
+// Every lane of `mask` (each reaches it) past its memory accesses before any goes on: each
+// lane's fence completes its own at device scope before it joins the shuffle, which no lane
+// leaves before every lane of `mask` joined it. A __syncwarp here left the warp's lanes apart
+// afterwards on the GPU (a later request's __activemask() named lane 0 alone: selftest (c)).
+__device__ __forceinline__ void cache_lanes_meet(u32 mask) {
+  __threadfence();
+  if (!is_lone_lane(mask)) (void)__shfl_sync(mask, 0u, __ffs(mask) - 1);
 }
 
 __device__ __forceinline__ u32 cache_peek(const u32* word) {
@@ -354,10 +358,10 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
   life = shfl32(mask, life, leader);
   // The leader's fields and life before every lane's words; every lane's words and blocks
   // before the leader moves the class word.
-  cache_syncwarp(mask);
+  cache_lanes_meet(mask);
   cache_prepare_slab_part(c, cls, entry, life, (u32)__popc(mask & ((1u << lane) - 1u)),
                           (u32)__popc(mask));
-  cache_syncwarp(mask);
+  cache_lanes_meet(mask);
   if (lane == leader) {
     cache_finish_slab(c, cls, seen + 1, entry);
     cache_unlock_class(c, cls, asks);
