@@ -49,9 +49,36 @@ void free_lane(unsigned lane, void* context) {
   }
 }
 
+struct MapCall {
+  const am::DeviceCaches* caches;
+  am::u64 first;
+  am::u64 count;
+  am::u32 value;
+  bool batched;
+};
+
+void map_lane(unsigned, void* context) {
+  MapCall& call = *static_cast<MapCall*>(context);
+  if (call.batched) {
+    am::detail::cache_map_blocks(*call.caches, call.first, call.count, call.value);
+  } else {
+    for (am::u64 b = 0; b < call.count; ++b) {
+      am::detail::cache_map_block(*call.caches, call.first + b, call.value);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" {
+
+// One lane points the `count` blocks from `first` on at `value` in the block table: with
+// cache_map_blocks (`batched`), else with cache_map_block one block after the other.
+void am_hostcheck_cache_map_blocks(const am::DeviceCaches* caches, am::u64 first, am::u64 count,
+                                   am::u32 value, int batched) {
+  MapCall call{caches, first, count, value, batched != 0};
+  simt::run_warp(1u, map_lane, &call);
+}
 
 // The lanes of `mask` allocate `sizes[lane]` bytes through the device caches as one warp
 // (`arranged`: am::malloc, else am::malloc_contiguous). Per lane: `served` 1 and `handles` its

@@ -23,6 +23,13 @@ unsafe extern "C" {
         handles: *mut u64,
         served: *mut u32,
     );
+    fn am_hostcheck_cache_map_blocks(
+        caches: *const DeviceCaches,
+        first: u64,
+        count: u64,
+        value: u32,
+        batched: i32,
+    );
     fn am_hostcheck_cache_free(
         caches: *const DeviceCaches,
         mask: u32,
@@ -119,6 +126,16 @@ impl<'a> HostCaches<'a> {
         HostAlloc {
             served: lanes(mask, served),
             handles,
+        }
+    }
+
+    /// Point the `count` blocks from `first` on at `value` in the block table, from one lane:
+    /// with `cache_map_blocks` (a slab's return: the first probes read together) when
+    /// `batched`, else with `cache_map_block` one block after the other (a slab's start).
+    pub fn map_blocks(&self, first: u64, count: u64, value: u32, batched: bool) {
+        // SAFETY: as in `alloc`; the C++ writes only the block table of the borrowed words.
+        unsafe {
+            am_hostcheck_cache_map_blocks(&self.record, first, count, value, i32::from(batched));
         }
     }
 
