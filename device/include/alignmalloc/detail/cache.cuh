@@ -100,7 +100,7 @@ __device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 val
 // Point the `count` blocks from `first` on at `value`, as cache_map_block one after the other
 // does, with the first probe of up to kCacheMaxSlabBlocks blocks read together: one after the
 // other, each probe waited for the one before (a 32 MiB slab's return, 16 blocks by one lane,
-// made frees of 4-32 KiB objects 1.4x slower). A block whose key is not at its first probe takes
+// made frees of 4-16 KiB objects 1.4x slower). A block whose key is not at its first probe takes
 // the full probe. One fence orders the loads before the stores as each load's acquire and each
 // store's release would; for one block that fence costs more than the pair (measured on the
 // slab start, where each lane maps few blocks: cache_prepare_slab_part maps one at a time).
