@@ -15,6 +15,8 @@ pub struct IdMap {
     base: u64,
     /// The file's id of each dense id, when they were compacted.
     ids: Option<Vec<u64>>,
+    /// Dense ids in use (`0..vertices`).
+    vertices: u32,
 }
 
 impl IdMap {
@@ -23,6 +25,18 @@ impl IdMap {
         match &self.ids {
             Some(ids) => ids[dense as usize],
             None => u64::from(dense) + self.base,
+        }
+    }
+
+    /// The dense id of the file's id `original`, if it occurs in an edge of the graph.
+    pub fn dense(&self, original: u64) -> Option<u32> {
+        match &self.ids {
+            // Increasing in the dense id (the module's invariant).
+            Some(ids) => ids.binary_search(&original).ok().map(|d| d as u32),
+            None => original
+                .checked_sub(self.base)
+                .filter(|&d| d < u64::from(self.vertices))
+                .map(|d| d as u32),
         }
     }
 
@@ -100,7 +114,11 @@ pub(crate) fn compact(raw: Raw, name: &str) -> Result<EdgeList, Error> {
     Ok(EdgeList {
         vertices,
         edges,
-        ids: IdMap { base: id_base, ids },
+        ids: IdMap {
+            base: id_base,
+            ids,
+            vertices,
+        },
         symmetry,
         stats,
     })

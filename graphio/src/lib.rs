@@ -11,6 +11,9 @@
 //!   are already 0..n-1 (or 1..n for Matrix Market) keeps them. Ids up to 2^64-1 are read; a
 //!   graph may have at most 2^32-1 vertices that occur in edges.
 //!
+//! - Update files ([`read_updates`]): batches of `+ U V` (insert) and `- U V` (delete) lines
+//!   separated by `=` lines, over the graph file's ids, for a graph that changes.
+//!
 //! Every malformed input is an [`Error`] naming the file and the line; nothing panics.
 //!
 //! Invariants of an [`EdgeList`]: every endpoint is below `vertices`; every dense id occurs in
@@ -18,9 +21,11 @@
 
 mod compact;
 mod parse;
+mod updates;
 
 pub use compact::IdMap;
 pub use parse::{Format, Symmetry};
+pub use updates::{Update, Updates, read_updates, read_updates_file};
 
 use std::io::Read;
 use std::path::Path;

@@ -146,7 +146,7 @@ pub(crate) fn parse(
 
 /// The number at the start of `text`, and the rest; `None` if it does not start with a digit
 /// or the number does not fit 64 bits.
-fn number(text: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn number(text: &[u8]) -> Option<(u64, &[u8])> {
     let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 20 {
         return None;
@@ -158,17 +158,17 @@ fn number(text: &[u8]) -> Option<(u64, &[u8])> {
     Some((value, &text[digits..]))
 }
 
-fn is_blank(b: u8) -> bool {
+pub(crate) fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t' || b == b'\r'
 }
 
-fn trim_start(text: &[u8]) -> &[u8] {
+pub(crate) fn trim_start(text: &[u8]) -> &[u8] {
     let n = text.iter().take_while(|&&b| is_blank(b)).count();
     &text[n..]
 }
 
 /// A line quoted in an error: at most 60 characters.
-fn quote(line: &[u8]) -> String {
+pub(crate) fn quote(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(&line[..line.len().min(60)]);
     let more = if line.len() > 60 { "..." } else { "" };
     format!("{:?}{more}", text.trim_end())

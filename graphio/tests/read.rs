@@ -191,3 +191,74 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn update_files_give_batches_in_file_order_with_their_lines() {
+    let text = "# round 1\n+ 1 2\n- 3 4\r\n=\n\n% round 2\n  +\t5 6  \n-  7 8\n";
+    let u = graphio::read_updates(text.as_bytes(), "u").unwrap();
+    let got: Vec<Vec<(bool, u64, u64, u64)>> = u
+        .batches
+        .iter()
+        .map(|b| b.iter().map(|x| (x.insert, x.from, x.to, x.line)).collect())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            vec![(true, 1, 2, 2), (false, 3, 4, 3)],
+            vec![(true, 5, 6, 7), (false, 7, 8, 8)]
+        ]
+    );
+    // A trailing "=" ends the last batch; gzip reads the same.
+    let closed = graphio::read_updates(gzip("+ 1 2\n=\n").as_slice(), "u").unwrap();
+    assert_eq!(closed.batches.len(), 1);
+}
+
+#[test]
+fn malformed_update_files_name_the_line() {
+    for (text, says) in [
+        ("+ 1 2\n* 3 4\n", "u:2: expected \"+ U V\" (insert)"),
+        ("+ 1\n", "u:1: expected \"+ U V\""),
+        ("- 1 2 3\n", "u:1: expected \"- U V\""),
+        ("+1 2\n", "u:1: expected \"+ U V\" (insert), \"- U V\""),
+        ("+ 1 -2\n", "u:1: expected \"+ U V\""),
+        (
+            "+ 1 18446744073709551616\n",
+            "u:1: expected \"+ U V\" (two vertex ids below 2^64)",
+        ),
+        ("+ 1 2\n=\n=\n", "u:3: \"=\" ends a batch with no updates"),
+        ("=\n+ 1 2\n", "u:1: \"=\" ends a batch"),
+        ("== \n", "u:1: expected"),
+        ("# nothing\n", "u: no updates"),
+        ("", "u: no updates"),
+    ] {
+        let e = graphio::read_updates(text.as_bytes(), "u")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(says), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn dense_ids_map_back_to_the_files() {
+    let g = read("10 30\n30 20\n", Format::Snap).unwrap();
+    assert_eq!(g.ids.dense(10), Some(0));
+    assert_eq!(g.ids.dense(20), Some(1));
+    assert_eq!(g.ids.dense(30), Some(2));
+    assert_eq!(g.ids.dense(25), None);
+    let g = read("0 1\n2 1\n", Format::Snap).unwrap();
+    assert_eq!((g.ids.dense(2), g.ids.dense(3)), (Some(2), None));
+    let g = read(
+        "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n3 1\n",
+        Format::MatrixMarket,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            g.ids.dense(0),
+            g.ids.dense(1),
+            g.ids.dense(3),
+            g.ids.dense(4)
+        ),
+        (None, Some(0), Some(2), None)
+    );
+}
