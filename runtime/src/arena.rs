@@ -170,6 +170,21 @@ impl ArenaMemory {
         }
     }
 
+    /// Ask the driver to move every managed segment to device `ordinal` on `stream` (no-op for
+    /// host segments); the caller synchronises.
+    pub fn prefetch_to_device(
+        &self,
+        ordinal: usize,
+        stream: &cudarc::driver::CudaStream,
+    ) -> Result<()> {
+        if let Reservations::Managed { segments, .. } = &self.reservations {
+            for segment in segments.read().iter() {
+                segment.prefetch_to_device(0, segment.bytes(), ordinal, stream)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The host segments (sim backend), for CPU warps to keep at hand.
     pub fn host_segments(&self) -> Vec<Arc<HostArena>> {
         match &self.reservations {
