@@ -14,5 +14,5 @@ fi
 nvcc="${NVCC:-nvcc}"
 mkdir -p target/gallatin
 "$nvcc" -O3 -arch=sm_90 -std=c++17 -shared -Xcompiler -fPIC -w \
-  -I"$GALLATIN_DIR/include" bench/gallatin/harness.cu -o target/gallatin/libalignmalloc_gallatin.so
+  -I"$GALLATIN_DIR/include" -I device/kernels bench/gallatin/harness.cu -o target/gallatin/libalignmalloc_gallatin.so
 echo "built target/gallatin/libalignmalloc_gallatin.so"

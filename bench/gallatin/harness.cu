@@ -11,9 +11,23 @@
 //                                     the first and last word of each object, or every byte
 //   amg_free()                        launch the free kernel and wait (timed)
 //   amg_destroy()                     release the pool and the round's buffers
+//
+// The gallatin-arrays system of `alignmalloc walk` on a changing graph: per-vertex neighbour
+// lists on Gallatin, changed by the kernel every list system shares (graph_update.cuh):
+//   amg_lists_init(vertices)          zeroed per-vertex lists, degrees and capacities
+//   amg_lists_prepare(touched, starts, adds, drop_starts, drops, count)  copy one batch (host
+//                                     arrays of count, count + 1, starts[count], count + 1 and
+//                                     drop_starts[count] entries; untimed)
+//   amg_lists_update()                launch the update kernel and wait (the CLI times it)
+//   amg_lists_statuses(out)           each touched vertex's status (graph_update.cuh's)
+//   amg_lists_arrays(&lists, &degrees)  device addresses of the lists and degrees (the walk
+//                                     kernel reads them as raw pointers)
+//   amg_lists_read(degrees, capacities)  copy every vertex's degree and capacity to the host
+//   amg_lists_free()                  free every list and the arrays
 #include <cstdint>
 #include <cstdio>
 #include <gallatin/allocators/global_allocator.cuh>
+#include <graph_update.cuh>
 
 namespace {
 
@@ -100,6 +114,55 @@ __global__ void check_kernel(const uint64_t* sizes, const uint64_t* ptrs, uint32
 
 dim3 grid_for(uint32_t threads) { return dim3((threads + 255) / 256); }
 
+struct GallatinLists {
+  __device__ uint64_t allocate(uint64_t bytes, unsigned* status) {
+    *status = 0;
+    return (uint64_t)global_malloc(bytes);
+  }
+  __device__ unsigned release(uint64_t list) {
+    global_free((void*)list);
+    return 0;
+  }
+  __device__ unsigned* view(uint64_t list) const { return (unsigned*)list; }
+};
+
+__global__ void lists_update_kernel(graph_update::Batch batch, uint64_t* lists, unsigned* degrees,
+                                    unsigned* capacities, unsigned* statuses) {
+  GallatinLists allocator;
+  graph_update::update_lists(allocator, batch, reinterpret_cast<graph_update::u64*>(lists), degrees,
+                             capacities, statuses);
+}
+
+__global__ void lists_free_kernel(const uint64_t* lists, uint32_t vertices) {
+  const uint64_t v = thread_id();
+  if (v >= vertices || lists[v] == 0) return;
+  global_free((void*)lists[v]);
+}
+
+// The lists' state and the prepared batch.
+uint64_t* d_lists = nullptr;
+unsigned* d_degrees = nullptr;
+unsigned* d_capacities = nullptr;
+uint32_t list_vertices = 0;
+unsigned* d_batch[6] = {};  // touched, starts, adds, drop_starts, drops, seen
+uint64_t batch_capacity[6] = {};
+unsigned* d_statuses = nullptr;
+uint64_t status_capacity = 0;
+graph_update::Batch prepared{};
+
+int upload(int which, const uint32_t* host, uint64_t n) {
+  if (n > batch_capacity[which]) {
+    cudaFree(d_batch[which]);
+    d_batch[which] = nullptr;
+    AMG_CHECK(cudaMalloc(&d_batch[which], n * sizeof(unsigned)));
+    batch_capacity[which] = n;
+  }
+  if (n > 0) {
+    AMG_CHECK(cudaMemcpy(d_batch[which], host, n * sizeof(unsigned), cudaMemcpyHostToDevice));
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -160,7 +223,105 @@ int amg_free() {
   return 0;
 }
 
+int amg_lists_init(uint32_t vertices) {
+  if (!initialised) return fail(cudaErrorNotReady, "amg_lists_init before amg_init");
+  AMG_CHECK(cudaMalloc(&d_lists, vertices * sizeof(uint64_t)));
+  AMG_CHECK(cudaMalloc(&d_degrees, vertices * sizeof(unsigned)));
+  AMG_CHECK(cudaMalloc(&d_capacities, vertices * sizeof(unsigned)));
+  AMG_CHECK(cudaMemset(d_lists, 0, vertices * sizeof(uint64_t)));
+  AMG_CHECK(cudaMemset(d_degrees, 0, vertices * sizeof(unsigned)));
+  AMG_CHECK(cudaMemset(d_capacities, 0, vertices * sizeof(unsigned)));
+  list_vertices = vertices;
+  return 0;
+}
+
+int amg_lists_prepare(const uint32_t* touched, const uint32_t* starts, const uint32_t* adds,
+                      const uint32_t* drop_starts, const uint32_t* drops, uint32_t count) {
+  const uint64_t sizes[5] = {count, (uint64_t)count + 1, starts[count], (uint64_t)count + 1,
+                             drop_starts[count]};
+  const uint32_t* hosts[5] = {touched, starts, adds, drop_starts, drops};
+  for (int i = 0; i < 5; ++i) {
+    const int status = upload(i, hosts[i], sizes[i]);
+    if (status != 0) return status;
+  }
+  // drop_neighbors' counts: one zeroed word per drop.
+  if (drop_starts[count] > batch_capacity[5]) {
+    cudaFree(d_batch[5]);
+    d_batch[5] = nullptr;
+    AMG_CHECK(cudaMalloc(&d_batch[5], drop_starts[count] * sizeof(unsigned)));
+    batch_capacity[5] = drop_starts[count];
+  }
+  if (drop_starts[count] > 0) {
+    AMG_CHECK(cudaMemset(d_batch[5], 0, drop_starts[count] * sizeof(unsigned)));
+  }
+  // One status per touched vertex (at least one element, so the pointer is valid).
+  const uint64_t statuses = count > 0 ? count : 1;
+  if (statuses > status_capacity) {
+    cudaFree(d_statuses);
+    d_statuses = nullptr;
+    AMG_CHECK(cudaMalloc(&d_statuses, statuses * sizeof(unsigned)));
+    status_capacity = statuses;
+  }
+  AMG_CHECK(cudaMemset(d_statuses, 0, statuses * sizeof(unsigned)));
+  prepared = graph_update::Batch{d_batch[0], d_batch[1], d_batch[2], d_batch[3],
+                                 d_batch[4], d_batch[5], count};
+  AMG_CHECK(cudaDeviceSynchronize());
+  return 0;
+}
+
+int amg_lists_update() {
+  if (prepared.count == 0) return 0;
+  // Whole warps: blocks of 256 threads.
+  lists_update_kernel<<<grid_for(prepared.count), 256>>>(prepared, d_lists, d_degrees,
+                                                         d_capacities, d_statuses);
+  AMG_CHECK(cudaGetLastError());
+  AMG_CHECK(cudaDeviceSynchronize());
+  return 0;
+}
+
+int amg_lists_statuses(uint32_t* out) {
+  if (prepared.count == 0) return 0;
+  AMG_CHECK(cudaMemcpy(out, d_statuses, prepared.count * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+void amg_lists_arrays(uint64_t* lists, uint64_t* degrees) {
+  *lists = (uint64_t)d_lists;
+  *degrees = (uint64_t)d_degrees;
+}
+
+int amg_lists_read(uint32_t* degrees, uint32_t* capacities) {
+  AMG_CHECK(cudaMemcpy(degrees, d_degrees, list_vertices * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  AMG_CHECK(cudaMemcpy(capacities, d_capacities, list_vertices * sizeof(unsigned),
+                       cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+int amg_lists_free() {
+  if (d_lists != nullptr) {
+    lists_free_kernel<<<grid_for(list_vertices), 256>>>(d_lists, list_vertices);
+    AMG_CHECK(cudaGetLastError());
+    AMG_CHECK(cudaDeviceSynchronize());
+  }
+  cudaFree(d_lists);
+  cudaFree(d_degrees);
+  cudaFree(d_capacities);
+  cudaFree(d_statuses);
+  for (int i = 0; i < 6; ++i) {
+    cudaFree(d_batch[i]);
+    d_batch[i] = nullptr;
+    batch_capacity[i] = 0;
+  }
+  d_lists = nullptr;
+  d_degrees = d_capacities = d_statuses = nullptr;
+  list_vertices = 0;
+  status_capacity = 0;
+  prepared = graph_update::Batch{};
+  return 0;
+}
+
 void amg_destroy() {
+  amg_lists_free();
   if (initialised) gallatin::allocators::free_global_allocator();
   cudaFree(d_sizes);
   cudaFree(d_ptrs);

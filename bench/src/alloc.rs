@@ -46,7 +46,6 @@
 use alignmalloc::internals::orchestrator;
 
 mod devices;
-mod gallatin;
 mod gpu;
 mod sim;
 
@@ -686,42 +685,6 @@ fn print_table(rows: &[Row], times: &str) {
     );
 }
 
-/// The Gallatin harness, loaded when the run is on the GPU and the library is there; else why not.
-fn load_gallatin(
-    rt: &Runtime,
-    arena_bytes: u64,
-    seed: u64,
-) -> (Option<gallatin::Gallatin>, Option<String>) {
-    let Some(path) = gallatin::default_path() else {
-        return (None, Some("no place to look for the harness".into()));
-    };
-    if !path.exists() {
-        return (
-            None,
-            Some(format!(
-                "not built: {} is missing (GALLATIN_DIR=... bash bench/gallatin/build.sh, docs/benchmarks.md)",
-                path.display()
-            )),
-        );
-    }
-    let loaded = rt
-        .context()
-        .and_then(|ctx| ctx.bind_to_thread().map_err(Into::into))
-        .map_err(anyhow::Error::from)
-        .and_then(|()| gallatin::Gallatin::load(&path, arena_bytes, seed));
-    match loaded {
-        Ok(g) => {
-            note!(
-                "gallatin: {} with a pool of {:.1} GiB",
-                path.display(),
-                arena_bytes as f64 / (1u64 << 30) as f64
-            );
-            (Some(g), None)
-        }
-        Err(e) => (None, Some(format!("{e:#}"))),
-    }
-}
-
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
     if let Some(list) = &args.devices {
@@ -757,7 +720,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut left_gib = None;
     let (rows, times, gallatin_absent) = match rt.backend() {
         BackendKind::Cuda => {
-            let (harness, absent) = load_gallatin(&rt, arena_bytes, args.seed);
+            let (harness, absent) = crate::gallatin::load_beside(&rt, arena_bytes, args.seed);
             if let Some(why) = &absent {
                 note!("gallatin: no rows ({why})");
             }

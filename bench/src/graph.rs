@@ -199,10 +199,12 @@ pub struct EdgeStream {
     pub edges: Vec<(u32, u32)>,
     /// Whether each edge stands for both directions.
     pub direction: Direction,
+    /// The file's ids of the dense ones (`None` for a generated graph, whose ids are dense).
+    pub ids: Option<IdMap>,
 }
 
 /// A graph file's edges in file order, over dense ids (Matrix Market `symmetric` files are
-/// undirected whatever `direction` says); the file's ids are not kept.
+/// undirected whatever `direction` says), with the map back to the file's ids.
 pub fn file_edges(
     path: &Path,
     format: Format,
@@ -218,6 +220,7 @@ pub fn file_edges(
         vertices: list.vertices as usize,
         edges: list.edges,
         direction,
+        ids: Some(list.ids),
     })
 }
 

@@ -9,6 +9,7 @@ mod alloc;
 mod arena_placement;
 mod balloon;
 mod cli;
+mod gallatin;
 mod graph;
 mod launch;
 mod mailbox_stress;

@@ -102,24 +102,55 @@ pub struct Args {
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// A graph that changes: its edges arrive in N batches (R-MAT's order, or the file's); after
-    /// each one every system adds it to its graph (alignmalloc and CUDA's malloc grow
-    /// per-vertex lists inside a kernel; a managed CSR is rebuilt by the host) and walks run on
-    /// the graph so far, checked against the CPU reference.
+    /// A graph that changes: its edges arrive in N batches of insertions (R-MAT's order, or the
+    /// file's); after each one every system applies it to its graph (alignmalloc and CUDA's
+    /// malloc change per-vertex lists inside a kernel; a CSR is rebuilt on the GPU, and by the
+    /// host in managed memory) and walks run on the graph so far, checked against the CPU
+    /// reference.
     #[arg(
         long,
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..=100_000),
-        conflicts_with_all = ["verify", "output", "order"]
+        conflicts_with_all = ["verify", "output", "order", "rounds", "updates"]
     )]
     batches: Option<u32>,
-    /// Walks after each batch with --batches (at most one per vertex times --walks-per-vertex).
-    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
-    batch_walkers: u64,
+    /// A graph that changes in Bingo's rounds: every edge but the last R x --round-edges is
+    /// loaded, then each round inserts the next --round-edges edges and deletes as many drawn
+    /// from the graph (seeded by --seed), and walks start from every vertex.
+    #[arg(
+        long,
+        value_name = "R",
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
+        conflicts_with_all = ["verify", "output", "order", "updates"]
+    )]
+    rounds: Option<u32>,
+    /// Edges inserted, and edges deleted, per round of --rounds.
+    #[arg(long, value_name = "B", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    round_edges: u64,
+    /// A graph that changes by an update file: the graph is loaded, then each batch of the file
+    /// ("+ U V" inserts, "- U V" deletes, "=" ends a batch; the graph file's ids) is applied and
+    /// walks start from every vertex. A deletion of an edge the graph does not hold then is
+    /// refused with its line.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["verify", "output", "order"]
+    )]
+    updates: Option<PathBuf>,
+    /// The pool every allocator of a changing graph starts with on the GPU, in GiB: alignmalloc's
+    /// arena (moved to the GPU before the first batch), Gallatin's pool; CUDA's heap gets twice
+    /// it. Default: four times the lists' most bytes, at least 1 GiB.
+    #[arg(long, value_name = "GIB", value_parser = crate::balloon::gib)]
+    pool_gib: Option<f64>,
+    /// Walks after each batch of a changing graph (at most one per vertex times
+    /// --walks-per-vertex): 65 536 with --batches, one from every vertex with --rounds and
+    /// --updates.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_walkers: Option<u64>,
     /// Walk on several GPUs (`all`, or ordinals like 0,1; an ordinal twice runs two runtimes on
     /// one GPU): each builds the whole graph's lists in its own arena, device 0 walks every
     /// walker alone, then every device walks its share at once (alignmalloc only; GPU only).
-    #[arg(long, value_name = "LIST", conflicts_with_all = ["batches", "output"])]
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["batches", "rounds", "updates", "output"])]
     devices: Option<alignmalloc::DeviceList>,
     /// Leave the walks only this much GPU memory (GiB; a device allocation holds the rest from
     /// the first system's walk on): lists larger than that are paged in and out by the driver.
@@ -129,13 +160,14 @@ pub struct Args {
         long,
         value_name = "GIB",
         value_parser = crate::balloon::gib,
-        conflicts_with_all = ["batches", "devices"]
+        conflicts_with_all = ["batches", "rounds", "updates", "devices"]
     )]
     gpu_memory_gib: Option<f64>,
     #[command(flatten)]
     placement: crate::arena_placement::PlacementArgs,
-    /// Walk only these systems (comma-separated names as in the table; all by default).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SYSTEMS))]
+    /// Walk only these systems (comma-separated names as in the table; all by default; a
+    /// changing graph has its own, see `dynamic::SYSTEMS`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SYSTEMS.iter().chain(&dynamic::SYSTEMS)))]
     systems: Option<Vec<String>>,
 }
 
@@ -520,6 +552,7 @@ impl Args {
     fn check(&self) -> anyhow::Result<bool> {
         cli::input_file(self.snap.as_deref(), "--snap")?;
         cli::input_file(self.mtx.as_deref(), "--mtx")?;
+        cli::input_file(self.updates.as_deref(), "--updates")?;
         cli::output_file(self.json.as_deref(), "--json")?;
         cli::output_file(self.output.as_deref(), "--output")?;
         let gpu = cli::on_gpu(self.backend)?;
@@ -539,16 +572,38 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    let changing = if let Some(batches) = args.batches {
+        Some(dynamic::Mode::Stream(batches))
+    } else if let Some(rounds) = args.rounds {
+        Some(dynamic::Mode::Rounds {
+            rounds,
+            per_round: args.round_edges,
+        })
+    } else {
+        args.updates.clone().map(dynamic::Mode::Updates)
+    };
     if args.placement.placement()? != alignmalloc::Placement::Migrate
-        && (args.batches.is_some() || args.devices.is_some())
+        && (changing.is_some() || args.devices.is_some())
     {
         bail!(
-            "walk --placement applies to one runtime's static walks, not with --batches or \
-             --devices"
+            "walk --placement applies to one runtime's static walks, not with --batches, \
+             --rounds, --updates or --devices"
         );
     }
-    if let Some(batches) = args.batches {
-        return dynamic::run(args, batches);
+    if let Some(mode) = changing {
+        return dynamic::run(args, &mode);
+    }
+    if let Some(only) = args
+        .systems
+        .iter()
+        .flatten()
+        .find(|s| !SYSTEMS.contains(&s.as_str()))
+    {
+        bail!(
+            "--systems {only} walks a changing graph (--batches, --rounds or --updates); a \
+             static walk runs {}",
+            SYSTEMS.join(", ")
+        );
     }
     let gpu = args.check()?;
     if args.devices.is_some() && !gpu {
@@ -1157,6 +1212,48 @@ mod tests {
             let err = parse::<Args>(&words).err().expect(option).to_string();
             assert!(err.contains(option), "{err}");
         }
+        // A system of the other kind of walk is refused, naming the ones this walk runs.
+        let static_only: Args = parse(&[
+            "--rmat",
+            "9",
+            "--systems",
+            "csr-rebuild-gpu",
+            "--backend",
+            "sim",
+        ])
+        .unwrap();
+        let err = format!("{:#}", run(&static_only).unwrap_err());
+        assert!(
+            err.contains("--systems csr-rebuild-gpu walks a changing graph"),
+            "{err}"
+        );
+        let changing: Args = parse(&[
+            "--rmat",
+            "9",
+            "--batches",
+            "2",
+            "--systems",
+            "managed-csr",
+            "--backend",
+            "sim",
+        ])
+        .unwrap();
+        let err = format!("{:#}", run(&changing).unwrap_err());
+        assert!(err.contains("a changing graph runs alignmalloc,"), "{err}");
+        // One way for a graph to change at a time; the update file must exist.
+        assert!(parse::<Args>(&["--rmat", "9", "--batches", "2", "--rounds", "2"]).is_err());
+        let no_file: Args = parse(&[
+            "--rmat",
+            "9",
+            "--updates",
+            "/nonexistent/u.txt",
+            "--backend",
+            "sim",
+        ])
+        .unwrap();
+        assert!(
+            format!("{:#}", run(&no_file).unwrap_err()).contains("--updates /nonexistent/u.txt")
+        );
         let missing: Args = parse(&["--snap", "/nonexistent/g.txt", "--backend", "sim"]).unwrap();
         assert!(format!("{:#}", run(&missing).unwrap_err()).contains("--snap /nonexistent/g.txt"));
         // Files are checked before the graph is generated (scale 26 would take minutes).

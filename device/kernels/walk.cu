@@ -12,16 +12,21 @@
 //                         range; digests and paths stay indexed by walker).
 //   am_walk_csr:          the same walks over one CSR (offsets + neighbours).
 //   am_walk_free, am_walk_free_heap: give the lists back.
-//   am_walk_insert:       one batch of edges of a graph that changes: thread t appends the new
-//                         neighbours of vertex touched[t] to its list, first moving the list to a
-//                         larger one (am::malloc, copy, am::free) when it is full.
-//   am_walk_insert_heap:  the same with CUDA's in-kernel malloc and free.
+//   am_walk_update:       one batch of a graph that changes (graph_update.cuh): the lists of the
+//                         touched vertices lose their deleted neighbours and gain the new ones,
+//                         moving to a larger or smaller list (am::malloc, copy, am::free) or
+//                         freed as they fill or empty.
+//   am_walk_update_heap:  the same with CUDA's in-kernel malloc and free.
+//   am_csr_rebuild:       the same batch applied to a CSR, rebuilt into a second one on the GPU
+//                         (the deletions are made in the first, which the next rebuild
+//                         overwrites).
 //
 // Walker w starts at vertex w % vertices; at step s it moves to neighbour
 // walk_random(seed, w, s) % degree, and ends early at a vertex without neighbours (the rest of its
 // path is kNoVertex). Each walker's path digest goes to `digests`; its whole path to `paths` when
 // that is not null. The formulas are the twins of bench/src/walk.rs.
 #include <alignmalloc/alignmalloc.cuh>
+#include <graph_update.cuh>
 
 namespace {
 
@@ -156,81 +161,79 @@ extern "C" __global__ void am_walk_free_heap(const am::u64* pointers, unsigned v
   free((void*)pointers[v]);
 }
 
-// The capacity (in neighbours) of a list that must hold `needed` and holds `capacity`: doubled,
-// at least `needed`, at least 4 (the twin of `grown_capacity` in bench/src/walk/dynamic.rs).
-__device__ __forceinline__ unsigned grown_capacity(unsigned capacity, unsigned needed) {
-  unsigned grown = capacity * 2 > needed ? capacity * 2 : needed;
-  return grown > 4 ? grown : 4;
-}
-
-// statuses[t]: 0 = done; else the allocation's status (am::kStatus*), or 0x100 + the lane status
-// of freeing the old list.
-extern "C" __global__ void am_walk_insert(am::DeviceMailbox mb, const unsigned* touched,
-                                          const unsigned* starts, const unsigned* adds,
-                                          unsigned count, unsigned contiguous, am::u64* handles,
-                                          unsigned* degrees, unsigned* capacities,
-                                          unsigned* statuses) {
-  const am::u64 t = global_thread();
-  if (t >= count) return;
-  const unsigned v = touched[t];
-  const unsigned first = starts[t], added = starts[t + 1] - first;
-  const unsigned degree = degrees[v];
-  am::u64 h = handles[v];
-  unsigned result = 0;
-  if (degree + added > capacities[v]) {
-    const unsigned capacity = grown_capacity(capacities[v], degree + added);
-    const am::u64 bytes = (am::u64)capacity * sizeof(unsigned);
-    unsigned status = 0xFFFFFFFFu;
-    am::u64 grown = 0;
+// One batch of a changing graph (graph_update.cuh) on alignmalloc's lists: am::malloc_contiguous
+// lists read and written through their plain pointers (any thread reads any list: a walker), or
+// am::malloc lists through am::ptr (arranged for the warp that allocated them).
+template <bool kContiguous>
+struct AmLists {
+  am::DeviceMailbox mb;
+  // An OutOfMemory answer (the arena growing) is retried, as the build's.
+  __device__ am::u64 allocate(am::u64 bytes, unsigned* status) {
+    am::u64 list = 0;
     for (unsigned tries = 0;; ++tries) {
-      grown = contiguous ? am::malloc_contiguous(mb, bytes, &status) : am::malloc(mb, bytes, &status);
-      if (status != am::kStatusOutOfMemory || tries == kBuildRetries) break;
+      *status = 0xFFFFFFFFu;
+      list = kContiguous ? am::malloc_contiguous(mb, bytes, status) : am::malloc(mb, bytes, status);
+      if (*status != am::kStatusOutOfMemory || tries == kBuildRetries) break;
       __nanosleep(50000);
     }
-    if (grown == 0) {
-      statuses[t] = status == 0 ? 0xFFu : status;
-      return;
-    }
-    if (h != 0) {
-      am::ptr<unsigned> from{h}, to{grown};
-      for (unsigned i = 0; i < degree; ++i) to[i] = from[i];
-      const unsigned freed = am::free(mb, h).lane_status;
-      if (freed != 0) result = 0x100 + freed;
-    }
-    h = grown;
-    handles[v] = h;
-    capacities[v] = capacity;
+    return list;
   }
-  am::ptr<unsigned> list{h};
-  for (unsigned i = 0; i < added; ++i) list[degree + i] = adds[first + i];
-  degrees[v] = degree + added;
-  statuses[t] = result;
+  __device__ unsigned release(am::u64 list) { return am::free(mb, list).lane_status; }
+};
+
+struct AmPlainLists : AmLists<true> {
+  __device__ unsigned* view(am::u64 list) const { return am::ptr<unsigned>{list}.plain(); }
+};
+
+struct AmArrangedLists : AmLists<false> {
+  __device__ am::ptr<unsigned> view(am::u64 list) const { return am::ptr<unsigned>{list}; }
+};
+
+struct HeapLists {
+  __device__ am::u64 allocate(am::u64 bytes, unsigned* status) {
+    *status = 0;
+    return (am::u64)malloc(bytes);
+  }
+  __device__ unsigned release(am::u64 list) {
+    free((void*)list);
+    return 0;
+  }
+  __device__ unsigned* view(am::u64 list) const { return (unsigned*)list; }
+};
+
+// A batch as kernel arguments: touched, starts, adds, drop_starts, drops, seen, count.
+#define AM_BATCH_PARAMS                                                                   \
+  const unsigned *touched, const unsigned *starts, const unsigned *adds,                 \
+      const unsigned *drop_starts, const unsigned *drops, unsigned *seen, unsigned count
+#define AM_BATCH graph_update::Batch{touched, starts, adds, drop_starts, drops, seen, count}
+
+extern "C" __global__ void am_walk_update(am::DeviceMailbox mb, AM_BATCH_PARAMS,
+                                          unsigned contiguous, am::u64* handles, unsigned* degrees,
+                                          unsigned* capacities, unsigned* statuses) {
+  const graph_update::Batch batch = AM_BATCH;
+  if (contiguous) {
+    AmPlainLists lists{{mb}};
+    graph_update::update_lists(lists, batch, handles, degrees, capacities, statuses);
+  } else {
+    AmArrangedLists lists{{mb}};
+    graph_update::update_lists(lists, batch, handles, degrees, capacities, statuses);
+  }
 }
 
-extern "C" __global__ void am_walk_insert_heap(const unsigned* touched, const unsigned* starts,
-                                               const unsigned* adds, unsigned count,
-                                               am::u64* pointers, unsigned* degrees,
-                                               unsigned* capacities, unsigned* statuses) {
-  const am::u64 t = global_thread();
-  if (t >= count) return;
-  const unsigned v = touched[t];
-  const unsigned first = starts[t], added = starts[t + 1] - first;
-  const unsigned degree = degrees[v];
-  unsigned* list = (unsigned*)pointers[v];
-  if (degree + added > capacities[v]) {
-    const unsigned capacity = grown_capacity(capacities[v], degree + added);
-    unsigned* grown = (unsigned*)malloc((am::u64)capacity * sizeof(unsigned));
-    if (!grown) {
-      statuses[t] = 0xFFu;
-      return;
-    }
-    for (unsigned i = 0; i < degree; ++i) grown[i] = list[i];
-    free(list);
-    list = grown;
-    pointers[v] = (am::u64)list;
-    capacities[v] = capacity;
-  }
-  for (unsigned i = 0; i < added; ++i) list[degree + i] = adds[first + i];
-  degrees[v] = degree + added;
-  statuses[t] = 0;
+extern "C" __global__ void am_walk_update_heap(AM_BATCH_PARAMS, am::u64* pointers,
+                                               unsigned* degrees, unsigned* capacities,
+                                               unsigned* statuses) {
+  HeapLists lists;
+  const graph_update::Batch batch = AM_BATCH;
+  graph_update::update_lists(lists, batch, pointers, degrees, capacities, statuses);
+}
+
+// The CSR after one batch, rebuilt from the one before it: one warp per vertex.
+extern "C" __global__ void am_csr_rebuild(AM_BATCH_PARAMS, const long long* shift,
+                                          const am::u64* old_offsets,
+                                          unsigned* old_neighbors, unsigned vertices,
+                                          am::u64* offsets, unsigned* neighbors,
+                                          unsigned* statuses) {
+  graph_update::rebuild_csr_vertex(AM_BATCH, shift, old_offsets, old_neighbors, vertices, offsets,
+                                   neighbors, statuses);
 }

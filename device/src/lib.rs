@@ -56,6 +56,14 @@ pub const HEADERS: &[Source] = &[
     },
 ];
 
+/// Headers of the project's own kernels, by include path (relative to `device/kernels`): the
+/// runtime puts them on NVRTC's include path beside [`HEADERS`]; they are not installed for
+/// users.
+pub const KERNEL_HEADERS: &[Source] = &[Source {
+    path: "graph_update.cuh",
+    text: include_str!("../kernels/graph_update.cuh"),
+}];
+
 /// The name of the default mailbox in a module NVRTC compiled from a source that includes
 /// `alignmalloc.cuh`: the runtime writes it when it loads the module.
 pub const DEFAULT_MAILBOX_SYMBOL: &str = "alignmalloc_default_mailbox";
@@ -125,7 +133,8 @@ mod tests {
     #[test]
     fn every_source_file_is_embedded() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        for (dir, list) in [("include", HEADERS), ("kernels", KERNELS)] {
+        let kernels: Vec<Source> = KERNELS.iter().chain(KERNEL_HEADERS).copied().collect();
+        for (dir, list) in [("include", HEADERS), ("kernels", &kernels[..])] {
             let mut on_disk: Vec<String> = Vec::new();
             let base = root.join(dir);
             let mut stack = vec![base.clone()];

@@ -6,7 +6,8 @@
 //! NVRTC Python wheels are found), `/usr/local/cuda`. libcu++ (`<cuda/atomic>`) needs both
 //! `<root>/include/cccl` and `<root>/include`.
 //!
-//! alignmalloc's own headers ([`device::HEADERS`]) are written once into a folder named after a
+//! alignmalloc's own headers ([`device::HEADERS`], and [`device::KERNEL_HEADERS`] for its own
+//! kernels) are written once into a folder named after a
 //! hash of their contents under the cache directory (`ALIGNMALLOC_CACHE_DIR`, else
 //! `$XDG_CACHE_HOME/alignmalloc`, else `~/.cache/alignmalloc`), and put first on the include path:
 //! a stale copy can never be picked up, and user kernels include them as `<alignmalloc/...>`.
@@ -309,7 +310,7 @@ fn find_cuda_include_dirs() -> Result<Vec<PathBuf>, CompileError> {
 /// FNV-1a over every header's path and text: names the folder the headers are written to.
 fn headers_digest() -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for source in device::HEADERS {
+    for source in device::HEADERS.iter().chain(device::KERNEL_HEADERS) {
         for byte in source
             .path
             .bytes()
@@ -327,7 +328,7 @@ fn headers_digest() -> u64 {
 /// Write the embedded headers under `cache` (once per content) and return the include folder.
 fn materialize_headers(cache: &Path) -> Result<PathBuf, CompileError> {
     let root = cache.join(format!("include-{:016x}", headers_digest()));
-    for source in device::HEADERS {
+    for source in device::HEADERS.iter().chain(device::KERNEL_HEADERS) {
         let path = root.join(source.path);
         if std::fs::read_to_string(&path).is_ok_and(|text| text == source.text) {
             continue;
@@ -391,7 +392,7 @@ mod tests {
     fn headers_are_written_once_per_content() {
         let dir = std::env::temp_dir().join(format!("am-nvrtc-test-{}", std::process::id()));
         let root = materialize_headers(&dir).unwrap();
-        for source in device::HEADERS {
+        for source in device::HEADERS.iter().chain(device::KERNEL_HEADERS) {
             assert_eq!(
                 std::fs::read_to_string(root.join(source.path)).unwrap(),
                 source.text

@@ -17,7 +17,7 @@ use crate::launch::grid;
 pub struct GpuRounds<'a> {
     rt: &'a Runtime,
     /// The `gallatin` system, when its harness is built.
-    gallatin: Option<super::gallatin::Gallatin>,
+    gallatin: Option<crate::gallatin::Gallatin>,
     _module: std::sync::Arc<CudaModule>,
     alloc: CudaFunction,
     free: CudaFunction,
@@ -38,7 +38,7 @@ impl<'a> GpuRounds<'a> {
     pub fn new(
         rt: &'a Runtime,
         budget: u64,
-        gallatin: Option<super::gallatin::Gallatin>,
+        gallatin: Option<crate::gallatin::Gallatin>,
         cuda_heap: bool,
         kernel_times: bool,
     ) -> anyhow::Result<Self> {

@@ -1,175 +1,147 @@
-//! `walk --batches N`: a graph that changes. Its edges arrive in N batches (the file's order, or
-//! R-MAT's generation order); after each batch every system adds the batch to its graph and the
-//! walks run on the graph so far, checked against the CPU reference of the same lists.
+//! A graph that changes: `walk --batches N` (edges streamed into an empty graph), `walk --rounds
+//! R` (Bingo's rounds: the graph loaded but its last edges, then rounds of insertions and as
+//! many deletions) and `walk --updates FILE` (an update file's batches after loading the graph).
+//! After each batch every system applies it to its graph and the walks run on the graph so far,
+//! checked against the CPU reference of the same lists ([`plan`] says how a batch changes a
+//! list).
 //!
-//! - `alignmalloc`: one list per vertex, grown inside a kernel (`am_walk_insert`): a full list is
-//!   moved to one of twice the capacity (`am::malloc`, copy, `am::free`), then the batch's
-//!   neighbours are appended.
-//! - `cuda-malloc` (GPU): the same kernel with CUDA's device `malloc` and `free`.
-//! - `managed-csr-rebuild`: the host rebuilds the whole CSR in managed memory after each batch;
-//!   the walk reads it there.
+//! Systems (GPU):
+//! - `alignmalloc`: one list per vertex, changed inside a kernel (`am_walk_update`): a list
+//!   that overflows or falls to a quarter moves to a list of its new capacity
+//!   (`am::malloc_contiguous`, copy, `am::free`), one that empties is freed. A list is in one
+//!   piece and the kernel reads and writes it through its plain pointer: any walker reads any
+//!   list, so nothing gains from a warp's arrangement.
+//! - `alignmalloc-arranged`: the same lists from `am::malloc` (arranged for the warp that
+//!   allocated them), read and written through `am::ptr`.
+//! - `csr-rebuild-gpu`: a CSR in device memory, rebuilt into a second one after each batch by a
+//!   kernel (`am_csr_rebuild`, one warp per vertex: each list moves to its new place and the
+//!   touched ones change there). Both CSRs are allocated once, for the most edges the graph has.
+//! - `gallatin-arrays`: the lists of `alignmalloc` on Gallatin's device allocator (the harness
+//!   bench/gallatin builds; left out, with a note, when it is not built).
+//! - `cuda-malloc`: the lists of `alignmalloc` on CUDA's device `malloc` and `free`.
+//! - `csr-rebuild-host`: the host rebuilds the whole CSR in fresh managed memory after each
+//!   batch; the walk reads it there.
 //!
 //! Lists keep neighbours in arrival order, duplicates included (a multigraph of the stream), and
 //! the CPU reference walks the same lists, so every walk is checked exactly. Walker `w` starts at
-//! vertex `w mod V`; `--batch-walkers` walkers run after each batch.
+//! vertex `w mod V`; with --batches, `--batch-walkers` walkers (65 536 by default) run after each
+//! batch, with --rounds and --updates a walk from every vertex (DeepWalk's) unless
+//! `--batch-walkers` says fewer.
 //!
-//! On the simulator the lists are grown by CPU warps through the runtime (its mailbox, service
+//! On the simulator the lists are changed by CPU warps through the runtime (its mailbox, service
 //! thread and layout), and the walks read them back through the runtime: the allocator's memory
 //! is checked after every batch; no time there is a GPU's.
 
-// The pieces this command drives or measures directly (alignmalloc's `internals`).
-use alignmalloc::internals::{device, orchestrator, ortree, translator};
+mod gpu;
+pub mod plan;
+mod sim;
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use alignmalloc::internals::gpu::ManagedArena;
-use alignmalloc::{BackendKind, Handle, Runtime};
-use anyhow::{Context, bail, ensure};
-use cudarc::driver::sys::CUlimit;
-use cudarc::driver::{CudaSlice, PushKernelArg};
-use orchestrator::LaneStatus;
+use alignmalloc::internals::orchestrator;
+use alignmalloc::{BackendKind, Runtime};
+use anyhow::{Context, ensure};
 use serde::Serialize;
-use translator::WARP_LANES;
 
-use super::{Args, walk_one};
+use super::Args;
 use crate::graph::{Direction, EdgeStream, Format};
-use crate::launch::grid;
 use crate::progress::note;
+use plan::{Batch, HostLists};
 
-/// The capacity (in neighbours) of a list that must hold `needed` and holds `capacity`: doubled,
-/// at least `needed`, at least 4 (the twin of `grown_capacity` in device/kernels/walk.cu).
-pub fn grown_capacity(capacity: u32, needed: u32) -> u32 {
-    capacity.saturating_mul(2).max(needed).max(4)
+/// The systems a changing graph runs, as `--systems` names them.
+pub const SYSTEMS: [&str; 6] = [
+    "alignmalloc",
+    "alignmalloc-arranged",
+    "csr-rebuild-gpu",
+    "gallatin-arrays",
+    "cuda-malloc",
+    "csr-rebuild-host",
+];
+
+/// How the graph changes.
+#[derive(Clone, Debug)]
+pub enum Mode {
+    /// `--batches N`: the edges in N batches of insertions, from an empty graph.
+    Stream(u32),
+    /// `--rounds R --round-edges B`.
+    Rounds { rounds: u32, per_round: u64 },
+    /// `--updates FILE`.
+    Updates(PathBuf),
 }
 
-/// One batch's edges grouped by source, in arrival order within a source.
-pub struct Batch {
-    /// Sources with new neighbours, ascending.
-    pub touched: Vec<u32>,
-    /// `touched.len() + 1` offsets into `adds`.
-    pub starts: Vec<u32>,
-    /// The new neighbours.
-    pub adds: Vec<u32>,
-}
-
-/// Split `edges` into `count` batches of consecutive edges (both directions of an undirected
-/// edge in the same batch).
-pub fn batches(edges: &[(u32, u32)], direction: Direction, count: u32) -> Vec<Batch> {
-    let count = count as usize;
-    (0..count)
-        .map(|b| {
-            let part = &edges[b * edges.len() / count..(b + 1) * edges.len() / count];
-            let mut directed: Vec<(u32, u32)> = Vec::with_capacity(part.len() * 2);
-            for &(u, v) in part {
-                directed.push((u, v));
-                if direction == Direction::Undirected && u != v {
-                    directed.push((v, u));
-                }
-            }
-            // Stable: arrival order within a source.
-            directed.sort_by_key(|&(u, _)| u);
-            let mut batch = Batch {
-                touched: Vec::new(),
-                starts: Vec::new(),
-                adds: Vec::with_capacity(directed.len()),
-            };
-            for (i, &(u, v)) in directed.iter().enumerate() {
-                if batch.touched.last() != Some(&u) {
-                    batch.touched.push(u);
-                    batch.starts.push(i as u32);
-                }
-                batch.adds.push(v);
-            }
-            batch.starts.push(directed.len() as u32);
-            batch
-        })
-        .collect()
-}
-
-/// The graph so far as the host keeps it: the CPU reference of every system's lists.
-pub struct HostLists {
-    pub lists: Vec<Vec<u32>>,
-    pub capacities: Vec<u32>,
-}
-
-impl HostLists {
-    fn new(vertices: usize) -> Self {
-        Self {
-            lists: vec![Vec::new(); vertices],
-            capacities: vec![0; vertices],
-        }
-    }
-
-    fn apply(&mut self, batch: &Batch) {
-        for (i, &v) in batch.touched.iter().enumerate() {
-            let new = &batch.adds[batch.starts[i] as usize..batch.starts[i + 1] as usize];
-            let list = &mut self.lists[v as usize];
-            let needed = (list.len() + new.len()) as u32;
-            if needed > self.capacities[v as usize] {
-                self.capacities[v as usize] = grown_capacity(self.capacities[v as usize], needed);
-            }
-            list.extend_from_slice(new);
-        }
-    }
-
-    fn edges(&self) -> u64 {
-        self.lists.iter().map(|l| l.len() as u64).sum()
-    }
-
-    /// Bytes the grown lists ask for.
-    fn list_bytes(&self) -> u64 {
-        self.capacities.iter().map(|&c| u64::from(c) * 4).sum()
-    }
-
-    /// The reference digests of `walkers` walks.
-    fn digests(&self, walkers: u64, length: u32, seed: u64) -> Vec<u64> {
-        let vertices = self.lists.len() as u32;
-        let mut digests = vec![0u64; walkers as usize];
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let per = (walkers as usize).div_ceil(threads).max(1);
-        std::thread::scope(|scope| {
-            for (chunk, part) in digests.chunks_mut(per).enumerate() {
-                let lists = &self.lists;
-                scope.spawn(move || {
-                    for (i, d) in part.iter_mut().enumerate() {
-                        let w = (chunk * per + i) as u64;
-                        *d = walk_one(&|v| &lists[v as usize], vertices, w, length, seed, None);
-                    }
-                });
-            }
-        });
-        digests
-    }
-}
-
-/// One system after one batch.
+/// One system after one batch (or the load).
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchRow {
     pub system: &'static str,
+    /// `load` (the graph before the updates, --rounds and --updates) or `update`.
+    pub phase: &'static str,
+    /// 0 for the load, else the batch's number from 1.
     pub batch: u32,
     /// Directed edges in the graph after the batch.
     pub edges: u64,
-    /// Adding the batch: the insert kernel (GPU), the host's CSR rebuild, or CPU warps (sim).
-    pub insert_ms: f64,
-    /// The walks after the batch (GPU only).
+    /// Lists the batch gave a new capacity (moved, or freed): each a free and, but for a freed
+    /// one, an allocation for the list systems.
+    pub lists_resized: u64,
+    /// Applying the batch: the update kernel (GPU), the CSR rebuild, or CPU warps (sim).
+    pub update_ms: f64,
+    /// The walks after the batch (GPU only; none after the load).
     pub walk_ms: Option<f64>,
-    /// Bytes the system holds for the graph: the lists' capacities asked for, or the CSR.
+    /// Update and walks (GPU only).
+    pub end_to_end_ms: Option<f64>,
+    /// Bytes the system holds for the graph: the lists' capacities asked for, or one CSR.
     pub memory_bytes: u64,
     /// Bytes migrated to the GPU during the walk (CUPTI; GPU only).
     pub htod_bytes: Option<u64>,
-    /// Every walk matched the CPU reference (`None`: the walks were the reference's own).
+    /// Every walk matched the CPU reference (`None`: no walk, or the walks were the
+    /// reference's own).
     pub walks_agree: Option<bool>,
+    /// alignmalloc's device caches during the update (`None` for the other systems).
+    pub caches: Option<CacheRow>,
 }
 
-/// One system over all batches.
+/// What alignmalloc's device caches did during one update.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CacheRow {
+    /// Asks for a slab the host denied (the caches at their bound): those lanes went to the
+    /// host through the mailbox.
+    pub denials: u64,
+    /// Slabs handed to the caches, and given back with every object freed.
+    pub refills: u64,
+    pub returns: u64,
+    /// What the caches hold after the update.
+    pub held_bytes: u64,
+}
+
+impl CacheRow {
+    /// The change from `before` to `after`, with what `after` holds.
+    fn between(
+        before: Option<orchestrator::caches::CacheStatsSnapshot>,
+        after: Option<orchestrator::caches::CacheStatsSnapshot>,
+    ) -> Option<Self> {
+        let (b, a) = (before?, after?);
+        Some(Self {
+            denials: a.denials - b.denials,
+            refills: a.refills - b.refills,
+            returns: a.returns - b.returns,
+            held_bytes: a.held_bytes,
+        })
+    }
+}
+
+/// One system over all batches (the load apart).
 #[derive(Clone, Debug, Serialize)]
 pub struct Total {
     pub system: &'static str,
-    pub insert_ms: f64,
+    /// Building the graph before the updates (--rounds, --updates).
+    pub load_ms: Option<f64>,
+    pub update_ms: f64,
     pub walk_ms: Option<f64>,
-    /// Inserts and walks, end to end.
-    pub total_ms: f64,
-    /// `total_ms` over alignmalloc's (above 1: alignmalloc is faster); GPU runs only.
+    /// Updates and walks, end to end (GPU only).
+    pub end_to_end_ms: Option<f64>,
+    /// Walker steps asked (walkers x length, every batch) per second of walk time.
+    pub walk_steps_per_s: Option<f64>,
+    /// `end_to_end_ms` over alignmalloc's (above 1: alignmalloc is faster); GPU runs only.
     pub ratio_to_alignmalloc: Option<f64>,
     pub walks_agree: Option<bool>,
 }
@@ -180,14 +152,38 @@ struct Report {
     device: String,
     graph: String,
     vertices: usize,
-    edges_streamed: u64,
-    batches: u32,
+    /// `stream`, `rounds` or `updates`.
+    mode: &'static str,
+    /// Directed edges loaded before the first batch.
+    edges_loaded: u64,
+    batches: usize,
+    /// Directed edges inserted and deleted by the batches.
+    edges_inserted: u64,
+    edges_deleted: u64,
     walkers_per_batch: u64,
     length: u32,
     seed: u64,
     times: &'static str,
+    /// Systems asked for that did not run or failed, with why.
+    skipped: Vec<String>,
     totals: Vec<Total>,
     rows: Vec<BatchRow>,
+}
+
+/// What every system's run shares.
+struct Shared<'a> {
+    args: &'a Args,
+    vertices: usize,
+    walkers: u64,
+    /// The graph before the first batch (--rounds, --updates).
+    load: Option<&'a Batch>,
+    batches: &'a [Batch],
+    /// The reference digests after each batch.
+    reference: &'a [Vec<u64>],
+    /// The most edges the graph has after any batch.
+    peak_edges: u64,
+    /// The pool every GPU allocator starts with.
+    pool_bytes: u64,
 }
 
 /// The graph's name and edges in arrival order: R-MAT's generation order or the file's.
@@ -199,13 +195,14 @@ fn stream(args: &Args) -> anyhow::Result<(String, EdgeStream)> {
             vertices: 1usize << scale,
             edges,
             direction: Direction::Undirected,
+            ids: None,
         };
         return Ok((name, stream));
     }
     let (path, format) = match (&args.snap, &args.mtx) {
         (Some(p), _) => (p, Format::Snap),
         (_, Some(p)) => (p, Format::MatrixMarket),
-        _ => bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
+        _ => anyhow::bail!("name a graph: --rmat SCALE, --snap FILE or --mtx FILE"),
     };
     let bar = crate::progress::bytes(0, "reading the graph");
     let stream = crate::graph::file_edges(path, format, args.direction, |read, size| {
@@ -216,73 +213,182 @@ fn stream(args: &Args) -> anyhow::Result<(String, EdgeStream)> {
     Ok((path.display().to_string(), stream))
 }
 
-/// `walk --batches N`.
-pub fn run(args: &Args, count: u32) -> anyhow::Result<()> {
+/// The load (if any) and the batches `mode` asks of the graph.
+fn plan_of(
+    mode: &Mode,
+    args: &Args,
+    name: &str,
+    stream: &EdgeStream,
+) -> anyhow::Result<(Option<Batch>, Vec<Batch>)> {
+    let edges = &stream.edges;
+    match mode {
+        Mode::Stream(count) => {
+            ensure!(
+                edges.len() as u64 >= u64::from(*count),
+                "--batches {count}: the graph has only {} edges",
+                edges.len()
+            );
+            Ok((None, plan::stream_batches(edges, stream.direction, *count)))
+        }
+        Mode::Rounds { rounds, per_round } => {
+            let (load, batches) =
+                plan::rounds(edges, stream.direction, *rounds, *per_round, args.seed)?;
+            Ok((Some(load), batches))
+        }
+        Mode::Updates(path) => {
+            let updates = graphio::read_updates_file(path)?;
+            let load = plan::Batch::new(
+                edges
+                    .iter()
+                    .flat_map(|&(u, v)| {
+                        let back =
+                            (stream.direction == Direction::Undirected && u != v).then_some((v, u));
+                        std::iter::once((u, v)).chain(back)
+                    })
+                    .collect(),
+                Vec::new(),
+            );
+            let batches = plan::file_batches(
+                &updates,
+                &path.display().to_string(),
+                stream.ids.as_ref(),
+                stream.vertices,
+                stream.direction,
+            )
+            .with_context(|| format!("applying {} to {name}", path.display()))?;
+            Ok((Some(load), batches))
+        }
+    }
+}
+
+/// `walk --batches`, `--rounds` or `--updates`.
+pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
     let gpu = args.check()?;
-    let (
-        name,
-        EdgeStream {
-            vertices,
-            edges,
-            direction,
-            ..
-        },
-    ) = stream(args)?;
+    if let Some(unknown) = args
+        .systems
+        .iter()
+        .flatten()
+        .find(|s| !SYSTEMS.contains(&s.as_str()))
+    {
+        anyhow::bail!(
+            "--systems {unknown} walks a graph that does not change; a changing graph runs {}",
+            SYSTEMS.join(", ")
+        );
+    }
+    let (name, stream) = stream(args)?;
+    let vertices = stream.vertices;
     ensure!(
         vertices < u32::MAX as usize,
         "{name}: more vertices than 32-bit ids"
     );
-    ensure!(
-        edges.len() as u64 >= u64::from(count),
-        "--batches {count}: the graph has only {} edges",
-        edges.len()
-    );
-    let batches = batches(&edges, direction, count);
-    let walkers = args
-        .batch_walkers
-        .min(vertices as u64 * u64::from(args.walks_per_vertex));
+    let (load, batches) = plan_of(mode, args, &name, &stream)?;
+    let mode_name = match mode {
+        Mode::Stream(_) => "stream",
+        Mode::Rounds { .. } => "rounds",
+        Mode::Updates(_) => "updates",
+    };
+    drop(stream);
+    let every_vertex = vertices as u64 * u64::from(args.walks_per_vertex);
+    let walkers = match (mode, args.batch_walkers) {
+        (_, Some(w)) => w.min(every_vertex),
+        (Mode::Stream(_), None) => 65_536u64.min(every_vertex),
+        (_, None) => every_vertex,
+    };
+    let inserted: u64 = batches.iter().map(|b| b.adds.len() as u64).sum();
+    let deleted: u64 = batches.iter().map(|b| b.drops.len() as u64).sum();
+    let loaded = load.as_ref().map_or(0, |l| l.adds.len() as u64);
     note!(
-        "graph {name}: {vertices} vertices, {} edges streamed in {count} batches; {walkers} walks of {} steps after each batch",
-        edges.len(),
+        "graph {name}: {vertices} vertices; {loaded} directed edges loaded, then {} batches \
+         inserting {inserted} and deleting {deleted}; {walkers} walks of {} steps after each batch",
+        batches.len(),
         args.length
     );
-    // The reference after each batch, and the lists' final size (to size CUDA's heap).
+    // The reference after each batch; it also refuses a deletion of an edge the graph lacks.
     let started = Instant::now();
     let mut host = HostLists::new(vertices);
+    if let Some(load) = &load {
+        host.apply(load)
+            .map_err(|e| anyhow::anyhow!("the load deletes nothing, yet: {e:?}"))?;
+    }
     let mut reference = Vec::with_capacity(batches.len());
-    let bar = crate::progress::steps(u64::from(count), "CPU reference");
-    for b in &batches {
-        host.apply(b);
+    let (mut peak_edges, mut peak_list_bytes) = (host.edges(), host.list_bytes());
+    let bar = crate::progress::steps(batches.len() as u64, "CPU reference");
+    for (b, batch) in batches.iter().enumerate() {
+        if let Err(missing) = host.apply(batch) {
+            let at = match (&mode, missing.line) {
+                (Mode::Updates(path), line) if line > 0 => format!("{}:{line}: ", path.display()),
+                _ => String::new(),
+            };
+            anyhow::bail!(
+                "{at}batch {} deletes the edge {} -> {} (dense ids), which the graph does not \
+                 hold then",
+                b + 1,
+                missing.from,
+                missing.to
+            );
+        }
+        peak_edges = peak_edges.max(host.edges());
+        peak_list_bytes = peak_list_bytes.max(host.list_bytes());
         reference.push(host.digests(walkers, args.length, args.seed));
         bar.inc(1);
     }
     bar.finish_and_clear();
     note!(
-        "CPU reference: {} directed edges in the end, {:.1} MiB of grown lists, in {:.1} s",
+        "CPU reference: {} directed edges in the end (at most {peak_edges}), at most {:.1} MiB of \
+         lists, in {:.1} s",
         host.edges(),
-        host.list_bytes() as f64 / 1048576.0,
+        peak_list_bytes as f64 / 1048576.0,
         started.elapsed().as_secs_f64()
     );
-    let final_list_bytes = host.list_bytes();
     drop(host);
 
-    let mut builder = Runtime::builder().backend(args.backend).fault_counters(gpu);
-    if !gpu {
-        builder = builder.arena_bytes((final_list_bytes * 8).clamp(256 << 20, 8 << 30));
-    }
-    let rt = builder.build().context("starting the runtime")?;
+    // On the GPU every allocator starts with the same pool, resident: four times the lists'
+    // most bytes, at least 1 GiB (alignmalloc's arena, prefetched to the GPU; Gallatin's pool
+    // and CUDA's heap are device memory).
+    let pool_bytes = match args.pool_gib {
+        Some(gib) => ((gib * (1u64 << 30) as f64) as u64).max(2 << 20),
+        None => (peak_list_bytes * 4).max(1 << 30),
+    };
+    let arena_bytes = if gpu {
+        pool_bytes
+    } else {
+        (peak_list_bytes * 8).clamp(256 << 20, 8 << 30)
+    };
+    let rt = Runtime::builder()
+        .backend(args.backend)
+        .fault_counters(gpu)
+        .arena_bytes(arena_bytes)
+        .build()
+        .context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    if rt.backend() == BackendKind::Cuda {
+        let started = Instant::now();
+        rt.prefetch_arena().context("moving the arena to the GPU")?;
+        note!(
+            "arena: {:.1} GiB, on the GPU before the first batch (prefetched in {:.0} ms, untimed)",
+            rt.arena_bytes() as f64 / (1u64 << 30) as f64,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
     let shared = Shared {
         args,
         vertices,
         walkers,
+        load: load.as_ref(),
         batches: &batches,
         reference: &reference,
+        peak_edges,
+        pool_bytes,
     };
+    let mut skipped = Vec::new();
     let (rows, times) = match rt.backend() {
         BackendKind::Cuda => (
-            gpu::run(&rt, &shared, final_list_bytes)?,
-            "GPU kernel wall time (inserts and walks); the CSR rebuild is the host's time",
+            {
+                let (rows, left_out) = gpu::run(&rt, &shared)?;
+                skipped = left_out;
+                rows
+            },
+            "GPU kernel wall time (updates and walks); csr-rebuild-host's update is the host's time",
         ),
         BackendKind::Sim => (
             sim::run(&rt, &shared)?,
@@ -290,7 +396,11 @@ pub fn run(args: &Args, count: u32) -> anyhow::Result<()> {
         ),
     };
     // Host times of CPU warps are not compared with the host's CSR rebuild.
-    let totals = totals(&rows, rt.backend() == BackendKind::Cuda);
+    let totals = totals(
+        &rows,
+        walkers * u64::from(args.length),
+        rt.backend() == BackendKind::Cuda,
+    );
     print(&rows, &totals, times);
     let report = Report {
         backend: format!("{:?}", rt.backend()),
@@ -299,12 +409,16 @@ pub fn run(args: &Args, count: u32) -> anyhow::Result<()> {
             .map_or_else(|| "none (simulated)".into(), |i| i.name.clone()),
         graph: name,
         vertices,
-        edges_streamed: edges.len() as u64,
-        batches: count,
+        mode: mode_name,
+        edges_loaded: loaded,
+        batches: batches.len(),
+        edges_inserted: inserted,
+        edges_deleted: deleted,
         walkers_per_batch: walkers,
         length: args.length,
         seed: args.seed,
         times,
+        skipped,
         totals: totals.clone(),
         rows,
     };
@@ -325,16 +439,7 @@ pub fn run(args: &Args, count: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What every system's run shares.
-struct Shared<'a> {
-    args: &'a Args,
-    vertices: usize,
-    walkers: u64,
-    batches: &'a [Batch],
-    reference: &'a [Vec<u64>],
-}
-
-fn totals(rows: &[BatchRow], timed: bool) -> Vec<Total> {
+fn totals(rows: &[BatchRow], steps_per_batch: u64, timed: bool) -> Vec<Total> {
     let mut systems: Vec<&'static str> = Vec::new();
     for r in rows {
         if !systems.contains(&r.system) {
@@ -344,14 +449,25 @@ fn totals(rows: &[BatchRow], timed: bool) -> Vec<Total> {
     let mut totals: Vec<Total> = systems
         .iter()
         .map(|&system| {
-            let mine: Vec<&BatchRow> = rows.iter().filter(|r| r.system == system).collect();
-            let insert_ms: f64 = mine.iter().map(|r| r.insert_ms).sum();
+            let mine: Vec<&BatchRow> = rows
+                .iter()
+                .filter(|r| r.system == system && r.phase == "update")
+                .collect();
+            let load_ms = rows
+                .iter()
+                .find(|r| r.system == system && r.phase == "load")
+                .map(|r| r.update_ms);
+            let update_ms: f64 = mine.iter().map(|r| r.update_ms).sum();
             let walk_ms: Option<f64> = mine.iter().map(|r| r.walk_ms).sum();
             Total {
                 system,
-                insert_ms,
+                load_ms,
+                update_ms,
                 walk_ms,
-                total_ms: insert_ms + walk_ms.unwrap_or(0.0),
+                end_to_end_ms: timed.then(|| update_ms + walk_ms.unwrap_or(0.0)),
+                walk_steps_per_s: walk_ms
+                    .filter(|&w| w > 0.0)
+                    .map(|w| (steps_per_batch * mine.len() as u64) as f64 / (w / 1e3)),
                 ratio_to_alignmalloc: None,
                 walks_agree: mine
                     .iter()
@@ -364,10 +480,10 @@ fn totals(rows: &[BatchRow], timed: bool) -> Vec<Total> {
     let ours = totals
         .iter()
         .find(|t| t.system == "alignmalloc")
-        .map(|t| t.total_ms);
-    if let Some(ours) = ours.filter(|_| timed) {
+        .and_then(|t| t.end_to_end_ms);
+    if let Some(ours) = ours.filter(|&o| o > 0.0) {
         for t in &mut totals {
-            t.ratio_to_alignmalloc = (ours > 0.0).then(|| t.total_ms / ours);
+            t.ratio_to_alignmalloc = t.end_to_end_ms.map(|e| e / ours);
         }
     }
     totals
@@ -376,20 +492,25 @@ fn totals(rows: &[BatchRow], timed: bool) -> Vec<Total> {
 fn print(rows: &[BatchRow], totals: &[Total], times: &str) {
     println!("times: {times}");
     println!(
-        "{:<22} {:>6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>6}",
-        "system", "batch", "edges", "insert ms", "walk ms", "MiB held", "HtoD MiB", "walks"
+        "{:<18} {:>6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>6}",
+        "system", "batch", "edges", "update ms", "walk ms", "MiB held", "HtoD MiB", "walks"
     );
     let last = rows.iter().map(|r| r.batch).max().unwrap_or(0);
-    // The first, a few in between and the last batch; the JSON has them all.
-    let shown = |b: u32| b == 0 || b == last || (last >= 4 && b.is_multiple_of((last / 4).max(1)));
+    // The load, the first, a few in between and the last batch; the JSON has them all.
+    let shown = |b: u32| b <= 1 || b == last || (last >= 4 && b.is_multiple_of((last / 4).max(1)));
     let dash = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |x| format!("{x:.d$}"));
     for r in rows.iter().filter(|r| shown(r.batch)) {
+        let batch = if r.phase == "load" {
+            "load".to_string()
+        } else {
+            r.batch.to_string()
+        };
         println!(
-            "{:<22} {:>6} {:>12} {:>10.3} {:>10} {:>10.1} {:>10} {:>6}",
+            "{:<18} {:>6} {:>12} {:>10.3} {:>10} {:>10.1} {:>10} {:>6}",
             r.system,
-            r.batch + 1,
+            batch,
             r.edges,
-            r.insert_ms,
+            r.update_ms,
             dash(r.walk_ms, 3),
             r.memory_bytes as f64 / 1048576.0,
             dash(r.htod_bytes.map(|b| b as f64 / 1048576.0), 1),
@@ -397,21 +518,26 @@ fn print(rows: &[BatchRow], totals: &[Total], times: &str) {
         );
     }
     println!(
-        "{:<22} {:>12} {:>10} {:>12} {:>8} {:>6}",
-        "total", "insert ms", "walk ms", "end to end", "x ours", "walks"
+        "{:<18} {:>10} {:>12} {:>10} {:>12} {:>10} {:>8} {:>6}",
+        "total", "load ms", "update ms", "walk ms", "end to end", "Gsteps/s", "x ours", "walks"
     );
     for t in totals {
         println!(
-            "{:<22} {:>12.1} {:>10} {:>12.1} {:>8} {:>6}",
+            "{:<18} {:>10} {:>12.1} {:>10} {:>12} {:>10} {:>8} {:>6}",
             t.system,
-            t.insert_ms,
+            dash(t.load_ms, 1),
+            t.update_ms,
             dash(t.walk_ms, 1),
-            t.total_ms,
+            dash(t.end_to_end_ms, 1),
+            dash(t.walk_steps_per_s.map(|s| s / 1e9), 2),
             dash(t.ratio_to_alignmalloc, 2),
             agree(t.walks_agree)
         );
     }
-    println!("x ours: end-to-end time over alignmalloc's (above 1: alignmalloc is faster)");
+    println!(
+        "totals over the batches (the load apart); x ours: end-to-end time over alignmalloc's \
+         (above 1: alignmalloc is faster)"
+    );
 }
 
 fn agree(walks: Option<bool>) -> &'static str {
@@ -438,513 +564,45 @@ fn csr(lists: &[Vec<u32>]) -> (Vec<u64>, Vec<u32>) {
     (offsets, neighbors)
 }
 
-mod sim {
-    use super::*;
-
-    /// alignmalloc's lists grown by CPU warps; after each batch the lists are read back through
-    /// the runtime and walked on the host, against the reference. Then the CSR rebuilt by the
-    /// host, for its memory.
-    pub fn run(rt: &Runtime, s: &Shared<'_>) -> anyhow::Result<Vec<BatchRow>> {
-        let mut rows = Vec::new();
-        let mut handles = vec![Handle::NULL; s.vertices];
-        let mut host = HostLists::new(s.vertices);
-        for (b, batch) in s.batches.iter().enumerate() {
-            let started = Instant::now();
-            grow(rt, batch, &mut handles, &host)?;
-            host.apply(batch);
-            for (i, &v) in batch.touched.iter().enumerate() {
-                let new = &batch.adds[batch.starts[i] as usize..batch.starts[i + 1] as usize];
-                let at = (host.lists[v as usize].len() - new.len()) as u64 * 4;
-                rt.write(handles[v as usize], at, bytemuck::cast_slice(new))?;
-            }
-            let insert_ms = ms(started);
-            // Read every list back through the runtime and walk what came back.
-            let mut read: Vec<Vec<u32>> = Vec::with_capacity(s.vertices);
-            for (v, &h) in handles.iter().enumerate() {
-                let mut list = vec![0u32; host.lists[v].len()];
-                if !h.is_null() {
-                    rt.read(h, 0, bytemuck::cast_slice_mut(&mut list))?;
-                }
-                read.push(list);
-            }
-            let back = HostLists {
-                lists: read,
-                capacities: Vec::new(),
-            };
-            let digests = back.digests(s.walkers, s.args.length, s.args.seed);
-            rows.push(BatchRow {
-                system: "alignmalloc",
-                batch: b as u32,
-                edges: host.edges(),
-                insert_ms,
-                walk_ms: None,
-                memory_bytes: host.list_bytes(),
-                htod_bytes: None,
-                walks_agree: Some(digests == s.reference[b]),
-            });
-            let started = Instant::now();
-            let (offsets, neighbors) = csr(&host.lists);
-            rows.push(BatchRow {
-                system: "managed-csr-rebuild",
-                batch: b as u32,
-                edges: host.edges(),
-                insert_ms: ms(started),
-                walk_ms: None,
-                memory_bytes: offsets.len() as u64 * 8 + neighbors.len() as u64 * 4,
-                htod_bytes: None,
-                // The host's own lists: the reference itself, which checks nothing.
-                walks_agree: None,
-            });
-        }
-        // Free every list from CPU warps: the allocator must be whole and empty.
-        let live: Vec<Handle> = handles.into_iter().filter(|h| !h.is_null()).collect();
-        ensure!(free_by_warps(rt, &live)? == 0, "freeing a list was refused");
-        rt.drain_caches()?;
-        rt.check_invariants()
-            .map_err(|e| anyhow::anyhow!("allocator invariants after freeing: {e}"))?;
-        ensure!(rt.is_empty(), "lists left allocated after freeing them all");
-        Ok(rows)
-    }
-
-    /// Free `objects` from CPU warps, 32 to a warp; how many frees were refused.
-    fn free_by_warps(rt: &Runtime, objects: &[Handle]) -> anyhow::Result<usize> {
-        let refused = parking_lot::Mutex::new(0usize);
-        rt.run_warps(objects.len().div_ceil(WARP_LANES) as u32, |warp| {
-            let (first, mask) = warp.lanes_of(objects.len() as u64);
-            let lanes: [Handle; WARP_LANES] = std::array::from_fn(|l| {
-                if mask >> l & 1 == 1 {
-                    objects[first as usize + l]
-                } else {
-                    Handle::NULL
-                }
-            });
-            let outcome = warp.free(mask, &lanes);
-            *refused.lock() += (0..WARP_LANES)
-                .filter(|&l| mask >> l & 1 == 1 && outcome.lanes[l] != LaneStatus::Ok)
-                .count();
-        })?;
-        Ok(refused.into_inner())
-    }
-
-    /// Move every full list of `batch` to one of the grown capacity, by CPU warps: allocate,
-    /// copy through the runtime, free the old one.
-    fn grow(
-        rt: &Runtime,
-        batch: &Batch,
-        handles: &mut [Handle],
-        host: &HostLists,
-    ) -> anyhow::Result<()> {
-        let growing: Vec<(u32, u32)> = batch
-            .touched
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &v)| {
-                let needed =
-                    (host.lists[v as usize].len() as u32) + batch.starts[i + 1] - batch.starts[i];
-                let capacity = host.capacities[v as usize];
-                (needed > capacity).then(|| (v, grown_capacity(capacity, needed)))
-            })
-            .collect();
-        let grown = parking_lot::Mutex::new(vec![Handle::NULL; growing.len()]);
-        let failure = parking_lot::Mutex::new(None);
-        rt.run_warps(growing.len().div_ceil(WARP_LANES) as u32, |warp| {
-            let (first, mask) = warp.lanes_of(growing.len() as u64);
-            let sizes: [u64; WARP_LANES] = std::array::from_fn(|l| {
-                if mask >> l & 1 == 1 {
-                    u64::from(growing[first as usize + l].1) * 4
-                } else {
-                    0
-                }
-            });
-            match warp.malloc(mask, &sizes) {
-                Ok(got) => {
-                    let mut g = grown.lock();
-                    for l in 0..WARP_LANES {
-                        if mask >> l & 1 == 1 {
-                            g[first as usize + l] = got[l];
-                        }
-                    }
-                }
-                Err(status) => *failure.lock() = Some(status),
-            }
-        })?;
-        if let Some(status) = failure.into_inner() {
-            bail!("growing a list answered {status:?}");
-        }
-        let grown = grown.into_inner();
-        let mut old = Vec::new();
-        for (&(v, _), &h) in growing.iter().zip(&grown) {
-            let previous = handles[v as usize];
-            let kept = host.lists[v as usize].len();
-            if !previous.is_null() {
-                let mut bytes = vec![0u8; kept * 4];
-                rt.read(previous, 0, &mut bytes)?;
-                rt.write(h, 0, &bytes)?;
-                old.push(previous);
-            }
-            handles[v as usize] = h;
-        }
-        ensure!(
-            free_by_warps(rt, &old)? == 0,
-            "freeing a grown list's old place was refused"
-        );
-        Ok(())
-    }
-}
-
-mod gpu {
-    use super::*;
-
-    type Module = std::sync::Arc<cudarc::driver::CudaModule>;
-
-    /// Every system on the GPU, batch after batch.
-    pub fn run(
-        rt: &Runtime,
-        s: &Shared<'_>,
-        final_list_bytes: u64,
-    ) -> anyhow::Result<Vec<BatchRow>> {
-        // CUDA's heap: the final lists twice over (old places are freed as lists grow) plus
-        // 256 bytes a vertex, at least 256 MiB; set before any kernel calls malloc.
-        let heap = (final_list_bytes * 4 + s.vertices as u64 * 256).max(256 << 20);
-        rt.context()?
-            .set_limit(CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap as usize)
-            .context("sizing CUDA's device heap")?;
-        let module = rt.compile(device::WALK.path, device::WALK.text)?;
-        let mut rows = lists(rt, s, &module, false)?;
-        rows.extend(lists(rt, s, &module, true)?);
-        rows.extend(csr_rebuild(rt, s, &module)?);
-        Ok(rows)
-    }
-
-    /// A walk over per-vertex lists (`raw`: device-heap pointers) or a CSR; its time, HtoD bytes
-    /// and whether it matched.
-    fn walk(
-        rt: &Runtime,
-        s: &Shared<'_>,
-        module: &Module,
-        b: usize,
-        per_vertex: Option<(&CudaSlice<u64>, &CudaSlice<u32>, bool)>,
-        csr: Option<(u64, u64)>,
-    ) -> anyhow::Result<(f64, Option<u64>, bool)> {
-        let stream = rt.stream()?.clone();
-        let mut digests = stream.alloc_zeros::<u64>(s.walkers as usize)?;
-        let vertices = s.vertices as u32;
-        let (walkers, length, seed) = (s.walkers, s.args.length, s.args.seed);
-        let null_paths: u64 = 0;
-        rt.take_faults_if_counting()?;
-        let started = Instant::now();
-        let (lists_fn, csr_fn) = (
-            module.load_function("am_walk_lists")?,
-            module.load_function("am_walk_csr")?,
-        );
-        let raw = u32::from(per_vertex.is_some_and(|(_, _, raw)| raw));
-        let mut l = match (per_vertex, &csr) {
-            (Some((lists, degrees, _)), _) => {
-                let mut l = stream.launch_builder(&lists_fn);
-                l.arg(lists).arg(degrees).arg(&raw);
-                l
-            }
-            (None, Some((offsets, neighbors))) => {
-                let mut l = stream.launch_builder(&csr_fn);
-                l.arg(offsets).arg(neighbors);
-                l
-            }
-            _ => bail!("a walk needs lists or a CSR"),
-        };
-        let first = 0u64;
-        l.arg(&vertices)
-            .arg(&first)
-            .arg(&walkers)
-            .arg(&length)
-            .arg(&seed)
-            .arg(&null_paths)
-            .arg(&mut digests);
-        // SAFETY: am_walk_lists(const u64* lists, const unsigned* degrees, unsigned raw, ...) and
-        // am_walk_csr(const u64* offsets, const unsigned* neighbors, ...) both go on with
-        // (unsigned vertices, u64 first, u64 end, unsigned length, u64 seed, unsigned* paths,
-        // u64* digests): every walker (0..walkers); one list and degree per vertex, or a CSR in a
-        // managed region that outlives the walk; no paths; one digest per walker; all live past
-        // the synchronise below.
-        unsafe { l.launch(grid(walkers)) }?;
-        stream.synchronize()?;
-        let walk_ms = ms(started);
-        let faults = rt.take_faults_if_counting()?;
-        let got = stream.clone_dtoh(&digests)?;
-        Ok((
-            walk_ms,
-            faults.map(|f| f.total.htod_bytes),
-            got == s.reference[b],
-        ))
-    }
-
-    /// alignmalloc's lists (`heap`: CUDA's malloc) grown by the insert kernel, batch after batch.
-    fn lists(
-        rt: &Runtime,
-        s: &Shared<'_>,
-        module: &Module,
-        heap: bool,
-    ) -> anyhow::Result<Vec<BatchRow>> {
-        let system = if heap { "cuda-malloc" } else { "alignmalloc" };
-        let insert = module.load_function(if heap {
-            "am_walk_insert_heap"
-        } else {
-            "am_walk_insert"
-        })?;
-        let stream = rt.stream()?.clone();
-        let v = s.vertices;
-        let mut handles = stream.alloc_zeros::<u64>(v)?;
-        let mut degrees = stream.alloc_zeros::<u32>(v)?;
-        let mut capacities = stream.alloc_zeros::<u32>(v)?;
-        let mut host = HostLists::new(v);
-        let mut rows = Vec::new();
-        let bar = crate::progress::steps(s.batches.len() as u64, system);
-        for (b, batch) in s.batches.iter().enumerate() {
-            let touched = stream.clone_htod(&batch.touched)?;
-            let starts = stream.clone_htod(&batch.starts)?;
-            let adds = stream.clone_htod(&batch.adds)?;
-            let count = batch.touched.len() as u32;
-            let mut statuses = stream.alloc_zeros::<u32>(batch.touched.len().max(1))?;
-            let started = Instant::now();
-            if heap {
-                let mut l = stream.launch_builder(&insert);
-                l.arg(&touched)
-                    .arg(&starts)
-                    .arg(&adds)
-                    .arg(&count)
-                    .arg(&mut handles)
-                    .arg(&mut degrees)
-                    .arg(&mut capacities)
-                    .arg(&mut statuses);
-                // SAFETY: am_walk_insert_heap(const unsigned* touched, const unsigned* starts,
-                // const unsigned* adds, unsigned count, u64* pointers, unsigned* degrees,
-                // unsigned* capacities, unsigned* statuses): `count` touched vertices with
-                // count + 1 starts into `adds`, per-vertex arrays of `vertices`, one status
-                // each; all live past the synchronise below.
-                unsafe { l.launch(grid(u64::from(count))) }?;
-                stream.synchronize()?;
-            } else {
-                let contiguous = 0u32;
-                // SAFETY: am_walk_insert(mailbox, touched, starts, adds, count, contiguous,
-                // handles, degrees, capacities, statuses): as above, with one handle per
-                // vertex; waited for below.
-                let launch = unsafe {
-                    rt.launch(&insert, grid(u64::from(count)), |a| {
-                        a.arg(&touched)
-                            .arg(&starts)
-                            .arg(&adds)
-                            .arg(&count)
-                            .arg(&contiguous)
-                            .arg(&mut handles)
-                            .arg(&mut degrees)
-                            .arg(&mut capacities)
-                            .arg(&mut statuses);
-                    })
-                }?;
-                launch.wait()?;
-            }
-            let insert_ms = ms(started);
-            let codes = stream.clone_dtoh(&statuses)?;
-            if let Some(i) = codes.iter().take(count as usize).position(|&c| c != 0) {
-                bail!(
-                    "{system}: batch {}: growing vertex {}'s list answered {:#x}",
-                    b + 1,
-                    batch.touched[i],
-                    codes[i]
-                );
-            }
-            host.apply(batch);
-            let (walk_ms, htod, agree) =
-                walk(rt, s, module, b, Some((&handles, &degrees, heap)), None)?;
-            if !agree {
-                tracing::error!(system, batch = b + 1, "walks differ from the CPU reference");
-            }
-            rows.push(BatchRow {
-                system,
-                batch: b as u32,
-                edges: host.edges(),
-                insert_ms,
-                walk_ms: Some(walk_ms),
-                memory_bytes: host.list_bytes(),
-                htod_bytes: htod,
-                walks_agree: Some(agree),
-            });
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        free(rt, s, module, &handles, heap)?;
-        Ok(rows)
-    }
-
-    /// Free every list; for alignmalloc, the allocator must then be whole and empty.
-    fn free(
-        rt: &Runtime,
-        s: &Shared<'_>,
-        module: &Module,
-        handles: &CudaSlice<u64>,
-        heap: bool,
-    ) -> anyhow::Result<()> {
-        let stream = rt.stream()?.clone();
-        let vertices = s.vertices as u32;
-        if heap {
-            let f = module.load_function("am_walk_free_heap")?;
-            let mut l = stream.launch_builder(&f);
-            l.arg(handles).arg(&vertices);
-            // SAFETY: am_walk_free_heap(const u64* pointers, unsigned vertices).
-            unsafe { l.launch(grid(u64::from(vertices))) }?;
-            stream.synchronize()?;
-            return Ok(());
-        }
-        let f = module.load_function("am_walk_free")?;
-        let order: Vec<u32> = (0..vertices).collect();
-        let order = stream.clone_htod(&order)?;
-        let mut lane_statuses = stream.alloc_zeros::<u32>(s.vertices)?;
-        // SAFETY: am_walk_free(mailbox, const u64* handles, const unsigned* order, unsigned
-        // vertices, unsigned* lane_statuses).
-        let launch = unsafe {
-            rt.launch(&f, grid(u64::from(vertices)), |a| {
-                a.arg(handles)
-                    .arg(&order)
-                    .arg(&vertices)
-                    .arg(&mut lane_statuses);
-            })
-        }?;
-        launch.wait()?;
-        let freed = stream.clone_dtoh(&lane_statuses)?;
-        ensure!(
-            freed.iter().all(|&c| c == LaneStatus::Ok as u32),
-            "alignmalloc: a list did not free cleanly"
-        );
-        rt.drain_caches()?;
-        rt.check_invariants()
-            .map_err(|e| anyhow::anyhow!("alignmalloc: allocator invariants after freeing: {e}"))?;
-        ensure!(
-            rt.is_empty(),
-            "alignmalloc: lists left allocated after freeing them all"
-        );
-        Ok(())
-    }
-
-    /// The CSR rebuilt by the host in fresh managed memory after each batch.
-    fn csr_rebuild(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<Vec<BatchRow>> {
-        let system = "managed-csr-rebuild";
-        let mut host = HostLists::new(s.vertices);
-        let mut rows = Vec::new();
-        let bar = crate::progress::steps(s.batches.len() as u64, system);
-        for (b, batch) in s.batches.iter().enumerate() {
-            host.apply(batch);
-            let started = Instant::now();
-            let (offsets, neighbors) = csr(&host.lists);
-            let offsets_bytes = offsets.len() as u64 * 8;
-            let neighbors_at = offsets_bytes.next_multiple_of(64 << 10);
-            let bytes = neighbors_at + neighbors.len() as u64 * 4;
-            let region = ManagedArena::new(
-                rt.context()?,
-                bytes.div_ceil(ortree::VABLOCK_BYTES) as usize,
-                false,
-            )?;
-            // SAFETY: no kernel uses the fresh region yet.
-            unsafe {
-                region.write_from_host(0, bytemuck::cast_slice(&offsets))?;
-                region.write_from_host(neighbors_at, bytemuck::cast_slice(&neighbors))?;
-            }
-            let insert_ms = ms(started);
-            let (walk_ms, htod, agree) = walk(
-                rt,
-                s,
-                module,
-                b,
-                None,
-                Some((region.base(), region.base() + neighbors_at)),
-            )?;
-            rows.push(BatchRow {
-                system,
-                batch: b as u32,
-                edges: host.edges(),
-                insert_ms,
-                walk_ms: Some(walk_ms),
-                memory_bytes: bytes,
-                htod_bytes: htod,
-                walks_agree: Some(agree),
-            });
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        Ok(rows)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::testing::{parse, temp};
 
-    #[test]
-    fn batches_group_by_source_in_arrival_order_and_keep_every_edge() {
-        let edges = [(3, 1), (0, 2), (3, 0), (1, 1), (0, 5)];
-        let b = batches(&edges, Direction::Undirected, 2);
-        assert_eq!(b.len(), 2);
-        // First batch: (3,1), (0,2) both ways.
-        assert_eq!(b[0].touched, vec![0, 1, 2, 3]);
-        assert_eq!(b[0].starts, vec![0, 1, 2, 3, 4]);
-        assert_eq!(b[0].adds, vec![2, 3, 0, 1]);
-        // Second: (3,0), (1,1) once (a self-loop), (0,5); vertex 0 gets 3 then 5.
-        assert_eq!(b[1].touched, vec![0, 1, 3, 5]);
-        assert_eq!(b[1].adds, vec![3, 5, 1, 0, 0]);
-        let directed = batches(&edges, Direction::Directed, 5);
-        let total: usize = directed.iter().map(|b| b.adds.len()).sum();
-        assert_eq!(total, edges.len());
+    /// `walk` with `extra` on the simulator; its JSON report.
+    fn simulate(extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let json = temp(&format!(
+            "dynamic-{}.json",
+            extra.join("-").replace('/', "_")
+        ));
+        let mut argv = vec!["--length", "12", "--backend", "sim", "--json"];
+        argv.push(json.to_str().unwrap());
+        argv.extend_from_slice(extra);
+        let args: super::super::Args = parse(&argv).unwrap();
+        super::super::run(&args)?;
+        let report = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+        let _ = std::fs::remove_file(&json);
+        Ok(report)
     }
 
-    #[test]
-    fn host_lists_grow_by_doubling_and_walk_what_they_hold() {
-        assert_eq!(grown_capacity(0, 1), 4);
-        assert_eq!(grown_capacity(4, 5), 8);
-        assert_eq!(grown_capacity(4, 20), 20);
-        let mut host = HostLists::new(3);
-        for b in batches(
-            &[(0, 1), (1, 2), (0, 2), (0, 1), (0, 0)],
-            Direction::Directed,
-            3,
-        ) {
-            host.apply(&b);
-        }
-        assert_eq!(host.lists[0], vec![1, 2, 1, 0]);
-        assert_eq!(host.capacities, vec![4, 4, 0]);
-        assert_eq!(host.edges(), 5);
-        assert_eq!(host.list_bytes(), 32);
-        // Vertex 2 has no list: a walk from it ends at once.
-        let digests = host.digests(3, 5, 1);
-        assert_eq!(digests[2], super::super::digest_step(0, 2));
+    fn ours(report: &serde_json::Value) -> Vec<serde_json::Value> {
+        report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["system"] == "alignmalloc")
+            .cloned()
+            .collect()
     }
 
     #[test]
     fn the_simulator_grows_lists_through_the_runtime_and_every_walk_matches() {
-        let json = temp("dynamic.json");
-        let args: super::super::Args = parse(&[
-            "--rmat",
-            "10",
-            "--batches",
-            "8",
-            "--length",
-            "12",
-            "--backend",
-            "sim",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .unwrap();
         // Fails if a walk differs, or the lists are not all freed with the allocator whole.
-        super::super::run(&args).unwrap();
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let _ = std::fs::remove_file(&json);
+        let report = simulate(&["--rmat", "10", "--batches", "8"]).unwrap();
         assert_eq!(report["batches"], 8);
+        assert_eq!(report["mode"], "stream");
         let rows = report["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 16, "two systems, eight batches");
-        let ours: Vec<&serde_json::Value> = rows
-            .iter()
-            .filter(|r| r["system"] == "alignmalloc")
-            .collect();
+        let ours = ours(&report);
         assert!(ours.iter().all(|r| r["walks_agree"] == true));
         let edges: Vec<u64> = ours.iter().map(|r| r["edges"].as_u64().unwrap()).collect();
         assert!(
@@ -957,7 +615,57 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .iter()
-                .all(|t| t["ratio_to_alignmalloc"].is_null())
+                .all(|t| t["ratio_to_alignmalloc"].is_null() && t["end_to_end_ms"].is_null())
         );
+    }
+
+    #[test]
+    fn rounds_delete_as_they_insert_and_every_walk_after_every_round_matches() {
+        // Three rounds of 1 000 insertions and 1 000 deletions (both directions) after a load:
+        // lists shrink, move to smaller objects and are freed by CPU warps through the runtime.
+        let report = simulate(&["--rmat", "9", "--rounds", "3", "--round-edges", "1000"]).unwrap();
+        assert_eq!(report["mode"], "rounds");
+        for key in ["edges_deleted", "edges_inserted"] {
+            // 3 x 1 000 edges both ways, a self-loop one way.
+            let n = report[key].as_u64().unwrap();
+            assert!((5700..=6000).contains(&n), "{key}: {n}");
+        }
+        assert_eq!(report["walkers_per_batch"], 512, "a walk from every vertex");
+        let ours = ours(&report);
+        assert_eq!(ours[0]["phase"], "load");
+        assert_eq!(ours.len(), 4);
+        assert!(ours[1..].iter().all(|r| r["walks_agree"] == true));
+    }
+
+    #[test]
+    fn an_update_file_runs_and_a_bad_one_is_refused_with_its_line() {
+        let graph = temp("dynamic-graph.txt");
+        std::fs::write(&graph, "10 20\n20 30\n30 10\n30 40\n").unwrap();
+        let updates = temp("dynamic-updates.txt");
+        // Vertex 40 loses its only neighbour (its list is freed), gains one back, and 10 loses
+        // both of its.
+        std::fs::write(&updates, "- 30 40\n+ 40 10\n=\n- 10 20\n- 10 30\n- 40 10\n").unwrap();
+        let (g, u) = (graph.to_str().unwrap(), updates.to_str().unwrap());
+        let report = simulate(&["--snap", g, "--updates", u]).unwrap();
+        let ours = ours(&report);
+        assert_eq!(ours.len(), 3);
+        assert!(ours[1..].iter().all(|r| r["walks_agree"] == true));
+        assert_eq!(ours[2]["edges"], 2, "one undirected edge left: 20-30");
+        std::fs::write(&updates, "+ 10 40\n=\n- 10 40\n- 10 40\n").unwrap();
+        let e = simulate(&["--snap", g, "--updates", u])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dynamic-updates.txt:4: batch 2 deletes the edge"),
+            "{e}"
+        );
+        std::fs::write(&updates, "+ 10 50\n").unwrap();
+        let e = simulate(&["--snap", g, "--updates", u]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains(":1: vertex 50 is not in the graph"),
+            "{e:#}"
+        );
+        let _ = std::fs::remove_file(&graph);
+        let _ = std::fs::remove_file(&updates);
     }
 }
