@@ -1,8 +1,8 @@
 // One batch of a changing graph applied to per-vertex neighbour lists, the same way by every
 // system of `alignmalloc walk` that keeps lists (alignmalloc, CUDA's device malloc, Gallatin
 // through bench/gallatin/harness.cu) and by the CSR rebuilt on the GPU: they differ only in where
-// a list lives. The twin of `HostLists::apply` in bench/src/walk/dynamic.rs, which the walks are
-// checked against:
+// a list lives. The twin of `HostLists::apply` in bench/src/walk/dynamic/plan.rs, which the walks
+// are checked against:
 //
 // - a touched vertex first loses its deleted neighbours (a neighbour deleted c times: its last
 //   c occurrences; what stays keeps its order); then its new neighbours are appended;
@@ -10,7 +10,7 @@
 //   towards twice its length when it falls to a quarter, freed when it empties.
 //
 // A warp works on its lanes' vertices one at a time, all 32 lanes searching, copying and
-// appending together (one thread per list left a hub's 100 000 neighbours to one lane), while
+// appending together (one thread per list left a hub's whole list to one lane), while
 // allocations and frees stay per lane, so a warp's lanes that resize ask together. Launch with
 // whole warps (block sizes a multiple of 32): every lane of a warp takes part, those past the
 // batch's end with no vertex. No alignmalloc header: the Gallatin harness compiles it with nvcc.
@@ -31,7 +31,7 @@ constexpr unsigned kFreeFailed = 0x100u;
 constexpr unsigned kMissingEdge = 0x200u;
 
 // The capacity (in neighbours) of a list of `capacity` that must hold `needed` (the twin of
-// `resized_capacity` in bench/src/walk/dynamic.rs).
+// `resized_capacity` in bench/src/walk/dynamic/plan.rs).
 __device__ __forceinline__ unsigned resized_capacity(unsigned capacity, unsigned needed) {
   if (needed == 0) return 0;
   if (needed > capacity) {

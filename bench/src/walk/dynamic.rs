@@ -237,17 +237,7 @@ fn plan_of(
         }
         Mode::Updates(path) => {
             let updates = graphio::read_updates_file(path)?;
-            let load = plan::Batch::new(
-                edges
-                    .iter()
-                    .flat_map(|&(u, v)| {
-                        let back =
-                            (stream.direction == Direction::Undirected && u != v).then_some((v, u));
-                        std::iter::once((u, v)).chain(back)
-                    })
-                    .collect(),
-                Vec::new(),
-            );
+            let load = plan::load_batch(edges, stream.direction);
             let batches = plan::file_batches(
                 &updates,
                 &path.display().to_string(),

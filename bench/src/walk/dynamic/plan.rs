@@ -112,6 +112,11 @@ fn directed(edges: &[(u32, u32)], direction: Direction) -> Vec<(u32, u32)> {
     out
 }
 
+/// One batch inserting all of `edges`: a graph loaded before its updates.
+pub fn load_batch(edges: &[(u32, u32)], direction: Direction) -> Batch {
+    Batch::new(directed(edges, direction), Vec::new())
+}
+
 /// Split `edges` into `count` batches of consecutive edges, insertions only (both directions of
 /// an undirected edge in the same batch).
 pub fn stream_batches(edges: &[(u32, u32)], direction: Direction, count: u32) -> Vec<Batch> {
@@ -143,7 +148,7 @@ pub fn rounds(
     );
     let split = edges.len() - held_out as usize;
     let mut present: Vec<(u32, u32)> = edges[..split].to_vec();
-    let load = Batch::new(directed(&present, direction), Vec::new());
+    let load = load_batch(&present, direction);
     let mut state = seed ^ 0x6A09_E667_F3BC_C908;
     let mut out = Vec::with_capacity(rounds as usize);
     for r in 0..rounds as usize {
