@@ -13,9 +13,8 @@ use alignmalloc::Runtime;
 use anyhow::{Context, bail};
 use libloading::{Library, Symbol};
 
-use crate::progress::note;
-
 use crate::alloc::Round;
+use crate::progress::note;
 
 /// Where the library is looked for when `ALIGNMALLOC_GALLATIN_LIB` is not set: `gallatin/` in
 /// the target folder this program was built into (`target/release/alignmalloc` ->
@@ -36,7 +35,7 @@ pub fn default_path() -> Option<PathBuf> {
 /// The Gallatin harness beside `rt` (on its device and context) with a pool of `pool_bytes`, when
 /// the library is there; else why not.
 pub fn load_beside(rt: &Runtime, pool_bytes: u64, seed: u64) -> (Option<Gallatin>, Option<String>) {
-    let Some(path) = crate::gallatin::default_path() else {
+    let Some(path) = default_path() else {
         return (None, Some("no place to look for the harness".into()));
     };
     if !path.exists() {

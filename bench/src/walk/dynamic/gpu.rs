@@ -241,12 +241,6 @@ fn walk(
     ))
 }
 
-/// The host's model after `batch` (the reference checked it already); the lists it resized.
-fn follow(host: &mut HostLists, batch: &Batch) -> anyhow::Result<u64> {
-    host.apply(batch)
-        .map_err(|e| anyhow::anyhow!("the reference refused this batch already: {e:?}"))
-}
-
 /// The walks after step `number` when it was an update (none after the load), a mismatch
 /// logged.
 fn walk_after(
@@ -387,7 +381,7 @@ fn lists(
         let update_ms = ms(started);
         let caches = CacheRow::between(caches_before, rt.cache_stats());
         check_statuses(system, number, batch, &stream.clone_dtoh(&statuses)?)?;
-        let resized = follow(&mut host, batch)?;
+        let resized = host.follow(batch)?;
         let graph = Graph::Lists(&handles, &degrees, heap);
         let walked = walk_after(rt, s, module, (system, phase, number), graph)?;
         rows.push(BatchRow {
@@ -509,7 +503,7 @@ fn gallatin_lists(
             drops: &batch.drops,
         })?;
         check_statuses(system, number, batch, &codes)?;
-        let resized = follow(&mut host, batch)?;
+        let resized = host.follow(batch)?;
         let graph = Graph::RawLists(lists_at, degrees_at);
         let walked = walk_after(rt, s, module, (system, phase, number), graph)?;
         rows.push(row(
@@ -597,7 +591,7 @@ fn csr_on_gpu(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<V
         let update_ms = ms(started);
         current = 1 - current;
         check_statuses(system, number, batch, &stream.clone_dtoh(&statuses)?)?;
-        let resized = follow(&mut host, batch)?;
+        let resized = host.follow(batch)?;
         let graph = Graph::Csr(&offsets[current], &neighbors[current]);
         let walked = walk_after(rt, s, module, (system, phase, number), graph)?;
         let bytes = (v as u64 + 1) * 8 + host.edges() * 4;
@@ -622,7 +616,7 @@ fn csr_on_host(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<
     let mut rows = Vec::new();
     let bar = progress(s, system);
     for (phase, number, batch) in steps(s) {
-        let resized = follow(&mut host, batch)?;
+        let resized = host.follow(batch)?;
         let started = Instant::now();
         let (offsets, neighbors) = csr(&host.lists);
         let offsets_bytes = offsets.len() as u64 * 8;

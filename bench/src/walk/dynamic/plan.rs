@@ -298,6 +298,13 @@ impl HostLists {
         Ok(resized)
     }
 
+    /// Apply `batch`, which the reference run accepted already (so a refusal is a bug); the
+    /// lists it resized.
+    pub fn follow(&mut self, batch: &Batch) -> anyhow::Result<u64> {
+        self.apply(batch)
+            .map_err(|e| anyhow::anyhow!("the reference refused this batch already: {e:?}"))
+    }
+
     pub fn edges(&self) -> u64 {
         self.lists.iter().map(|l| l.len() as u64).sum()
     }

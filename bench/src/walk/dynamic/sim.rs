@@ -121,9 +121,7 @@ fn apply(
         .iter()
         .map(|&v| host.capacities[v as usize])
         .collect();
-    let resized = host
-        .apply(batch)
-        .map_err(|e| anyhow::anyhow!("the reference refused this batch already: {e:?}"))?;
+    let resized = host.follow(batch)?;
     let moving: Vec<(u32, u32)> = batch
         .touched
         .iter()
