@@ -14,7 +14,8 @@
 //
 // The gallatin-arrays system of `alignmalloc walk` on a changing graph: per-vertex neighbour
 // lists on Gallatin, changed by the kernel every list system shares (graph_update.cuh):
-//   amg_lists_init(vertices)          zeroed per-vertex lists, degrees and capacities
+//   amg_lists_init(vertices, growth_shift)  zeroed per-vertex lists, degrees and capacities;
+//                                     lists grow as graph_update.cuh's resized_capacity says
 //   amg_lists_prepare(touched, starts, adds, drop_starts, drops, count)  copy one batch (host
 //                                     arrays of count, count + 1, starts[count], count + 1 and
 //                                     drop_starts[count] entries; untimed)
@@ -126,11 +127,13 @@ struct GallatinLists {
   __device__ unsigned* view(uint64_t list) const { return (unsigned*)list; }
 };
 
-__global__ void lists_update_kernel(graph_update::Batch batch, uint64_t* lists, unsigned* degrees,
-                                    unsigned* capacities, unsigned* statuses) {
+__global__ void lists_update_kernel(graph_update::Batch batch, unsigned growth_shift,
+                                    uint64_t* lists, unsigned* degrees, unsigned* capacities,
+                                    unsigned* statuses) {
   GallatinLists allocator;
-  graph_update::update_lists(allocator, batch, reinterpret_cast<graph_update::u64*>(lists), degrees,
-                             capacities, statuses);
+  graph_update::update_lists(allocator, batch, growth_shift,
+                             reinterpret_cast<graph_update::u64*>(lists), degrees, capacities,
+                             statuses);
 }
 
 __global__ void lists_free_kernel(const uint64_t* lists, uint32_t vertices) {
@@ -144,6 +147,7 @@ uint64_t* d_lists = nullptr;
 unsigned* d_degrees = nullptr;
 unsigned* d_capacities = nullptr;
 uint32_t list_vertices = 0;
+unsigned list_growth_shift = 0;
 unsigned* d_batch[6] = {};  // touched, starts, adds, drop_starts, drops, seen
 uint64_t batch_capacity[6] = {};
 unsigned* d_statuses = nullptr;
@@ -223,7 +227,7 @@ int amg_free() {
   return 0;
 }
 
-int amg_lists_init(uint32_t vertices) {
+int amg_lists_init(uint32_t vertices, unsigned growth_shift) {
   if (!initialised) return fail(cudaErrorNotReady, "amg_lists_init before amg_init");
   AMG_CHECK(cudaMalloc(&d_lists, vertices * sizeof(uint64_t)));
   AMG_CHECK(cudaMalloc(&d_degrees, vertices * sizeof(unsigned)));
@@ -232,6 +236,7 @@ int amg_lists_init(uint32_t vertices) {
   AMG_CHECK(cudaMemset(d_degrees, 0, vertices * sizeof(unsigned)));
   AMG_CHECK(cudaMemset(d_capacities, 0, vertices * sizeof(unsigned)));
   list_vertices = vertices;
+  list_growth_shift = growth_shift;
   return 0;
 }
 
@@ -272,8 +277,8 @@ int amg_lists_prepare(const uint32_t* touched, const uint32_t* starts, const uin
 int amg_lists_update() {
   if (prepared.count == 0) return 0;
   // Whole warps: blocks of 256 threads.
-  lists_update_kernel<<<grid_for(prepared.count), 256>>>(prepared, d_lists, d_degrees,
-                                                         d_capacities, d_statuses);
+  lists_update_kernel<<<grid_for(prepared.count), 256>>>(prepared, list_growth_shift, d_lists,
+                                                         d_degrees, d_capacities, d_statuses);
   AMG_CHECK(cudaGetLastError());
   AMG_CHECK(cudaDeviceSynchronize());
   return 0;

@@ -163,7 +163,7 @@ impl Gallatin {
     }
 }
 
-type ListsInit = unsafe extern "C" fn(u32) -> i32;
+type ListsInit = unsafe extern "C" fn(u32, u32) -> i32;
 type ListsPrepare =
     unsafe extern "C" fn(*const u32, *const u32, *const u32, *const u32, *const u32, u32) -> i32;
 type ListsOut = unsafe extern "C" fn(*mut u32) -> i32;
@@ -188,10 +188,13 @@ pub struct GallatinLists<'g> {
 }
 
 impl Gallatin {
-    /// Zeroed lists, degrees and capacities for `vertices` vertices.
-    pub fn lists(&self, vertices: u32) -> anyhow::Result<GallatinLists<'_>> {
-        // SAFETY: amg_lists_init(u32 vertices) -> int allocates the harness's arrays.
-        let status = unsafe { self.symbol::<ListsInit>(b"amg_lists_init\0")?(vertices) };
+    /// Zeroed lists, degrees and capacities for `vertices` vertices, growing by capacity >>
+    /// `growth_shift` (graph_update.cuh's `resized_capacity`).
+    pub fn lists(&self, vertices: u32, growth_shift: u32) -> anyhow::Result<GallatinLists<'_>> {
+        // SAFETY: amg_lists_init(u32 vertices, unsigned growth_shift) -> int allocates the
+        // harness's arrays.
+        let status =
+            unsafe { self.symbol::<ListsInit>(b"amg_lists_init\0")?(vertices, growth_shift) };
         self.ok(status, "amg_lists_init")?;
         Ok(GallatinLists {
             harness: self,

@@ -137,6 +137,10 @@ pub struct Args {
         conflicts_with_all = ["verify", "output", "order"]
     )]
     updates: Option<PathBuf>,
+    /// How a changing graph's lists grow when they overflow: doubled, or by a half or a quarter
+    /// of their capacity (less room left unused, more moves); every list system alike.
+    #[arg(long, value_enum, default_value = "double")]
+    list_growth: dynamic::ListGrowth,
     /// The pool every allocator of a changing graph starts with on the GPU, in GiB: alignmalloc's
     /// arena (moved to the GPU before the first batch), Gallatin's pool; CUDA's heap gets twice
     /// it. Default: four times the lists' most bytes, at least 1 GiB.

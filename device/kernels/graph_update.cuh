@@ -6,8 +6,9 @@
 //
 // - a touched vertex first loses its deleted neighbours (a neighbour deleted c times: its last
 //   c occurrences; what stays keeps its order); then its new neighbours are appended;
-// - a list's capacity (neighbours) follows resized_capacity: doubled when it overflows, halved
-//   towards twice its length when it falls to a quarter, freed when it empties.
+// - a list's capacity (neighbours) follows resized_capacity: grown when it overflows (doubled,
+//   or by a half or a quarter: the growth shift), cut to twice its length when it falls to a
+//   quarter, freed when it empties.
 //
 // A warp works on its lanes' vertices one at a time, all 32 lanes searching, copying and
 // appending together (one thread per list left a hub's whole list to one lane), while
@@ -30,14 +31,17 @@ constexpr unsigned kAllocFailed = 0xFFu;
 constexpr unsigned kFreeFailed = 0x100u;
 constexpr unsigned kMissingEdge = 0x200u;
 
-// The capacity (in neighbours) of a list of `capacity` that must hold `needed` (the twin of
-// `resized_capacity` in bench/src/walk/dynamic/plan.rs).
-__device__ __forceinline__ unsigned resized_capacity(unsigned capacity, unsigned needed) {
+// The capacity (in neighbours) of a list of `capacity` that must hold `needed`, growing by
+// capacity >> growth_shift (0 doubles) when it overflows (the twin of `resized_capacity` in
+// bench/src/walk/dynamic/plan.rs).
+__device__ __forceinline__ unsigned resized_capacity(unsigned capacity, unsigned needed,
+                                                     unsigned growth_shift) {
   if (needed == 0) return 0;
   if (needed > capacity) {
-    const unsigned doubled = capacity >= 0x80000000u ? 0xFFFFFFFFu : capacity * 2u;
-    const unsigned grown = doubled > needed ? doubled : needed;
-    return grown > 4u ? grown : 4u;
+    const unsigned by = capacity >> growth_shift;
+    const unsigned grown = capacity > 0xFFFFFFFFu - by ? 0xFFFFFFFFu : capacity + by;
+    const unsigned enough = grown > needed ? grown : needed;
+    return enough > 4u ? enough : 4u;
   }
   if (capacity > 4u && needed <= capacity / 4u) return needed * 2u > 4u ? needed * 2u : 4u;
   return capacity;
@@ -129,10 +133,12 @@ __device__ void append_neighbors(List list, unsigned at, const unsigned* adds, u
 // Lane l of the grid's warp w (of W) takes touched[l * W + w]: the touched vertices are
 // ascending, and a graph's hubs often have neighbouring ids (R-MAT's lowest), so a warp whose
 // lanes took 32 consecutive ones would work through 32 hubs one after the other. Lists,
-// degrees and capacities are per vertex, statuses per touched vertex.
+// degrees and capacities are per vertex, statuses per touched vertex; growth_shift as
+// resized_capacity's.
 template <class Allocator>
-__device__ void update_lists(Allocator& allocator, const Batch& b, u64* lists, unsigned* degrees,
-                             unsigned* capacities, unsigned* statuses) {
+__device__ void update_lists(Allocator& allocator, const Batch& b, unsigned growth_shift,
+                             u64* lists, unsigned* degrees, unsigned* capacities,
+                             unsigned* statuses) {
   const unsigned lane = lane_index();
   const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const u64 warps = ((u64)gridDim.x * blockDim.x) / 32;
@@ -167,7 +173,7 @@ __device__ void update_lists(Allocator& allocator, const Batch& b, u64* lists, u
 
   const unsigned added = mine ? b.starts[t + 1] - b.starts[t] : 0;
   const unsigned needed = degree + added;
-  const unsigned wanted = mine ? resized_capacity(capacity, needed) : 0;
+  const unsigned wanted = mine ? resized_capacity(capacity, needed, growth_shift) : 0;
   const bool moving = mine && wanted != capacity;
   u64 moved = 0;
   bool alloc_failed = false;

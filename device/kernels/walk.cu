@@ -208,24 +208,28 @@ struct HeapLists {
 #define AM_BATCH graph_update::Batch{touched, starts, adds, drop_starts, drops, seen, count}
 
 extern "C" __global__ void am_walk_update(am::DeviceMailbox mb, AM_BATCH_PARAMS,
-                                          unsigned contiguous, am::u64* handles, unsigned* degrees,
+                                          unsigned growth_shift, unsigned contiguous,
+                                          am::u64* handles, unsigned* degrees,
                                           unsigned* capacities, unsigned* statuses) {
   const graph_update::Batch batch = AM_BATCH;
   if (contiguous) {
     AmPlainLists lists{{mb}};
-    graph_update::update_lists(lists, batch, handles, degrees, capacities, statuses);
+    graph_update::update_lists(lists, batch, growth_shift, handles, degrees, capacities,
+                               statuses);
   } else {
     AmArrangedLists lists{{mb}};
-    graph_update::update_lists(lists, batch, handles, degrees, capacities, statuses);
+    graph_update::update_lists(lists, batch, growth_shift, handles, degrees, capacities,
+                               statuses);
   }
 }
 
-extern "C" __global__ void am_walk_update_heap(AM_BATCH_PARAMS, am::u64* pointers,
-                                               unsigned* degrees, unsigned* capacities,
-                                               unsigned* statuses) {
+extern "C" __global__ void am_walk_update_heap(AM_BATCH_PARAMS, unsigned growth_shift,
+                                               am::u64* pointers, unsigned* degrees,
+                                               unsigned* capacities, unsigned* statuses) {
   HeapLists lists;
   const graph_update::Batch batch = AM_BATCH;
-  graph_update::update_lists(lists, batch, pointers, degrees, capacities, statuses);
+  graph_update::update_lists(lists, batch, growth_shift, pointers, degrees, capacities,
+                             statuses);
 }
 
 // The CSR after one batch, rebuilt from the one before it: one warp per vertex.

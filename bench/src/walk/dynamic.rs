@@ -47,6 +47,7 @@ use serde::Serialize;
 use super::Args;
 use crate::graph::{Direction, EdgeStream, Format};
 use crate::progress::note;
+pub use plan::ListGrowth;
 use plan::{Batch, HostLists};
 
 /// The systems a changing graph runs, as `--systems` names them.
@@ -163,6 +164,10 @@ struct Report {
     walkers_per_batch: u64,
     length: u32,
     seed: u64,
+    /// How the list systems' lists grow when they overflow (`--list-growth`).
+    list_growth: ListGrowth,
+    /// The pool every allocator started with on the GPU (bytes; none on the sim backend).
+    pool_bytes: Option<u64>,
     times: &'static str,
     /// Systems asked for that did not run or failed, with why.
     skipped: Vec<String>,
@@ -295,7 +300,7 @@ pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
     );
     // The reference after each batch; it also refuses a deletion of an edge the graph lacks.
     let started = Instant::now();
-    let mut host = HostLists::new(vertices);
+    let mut host = HostLists::new(vertices, args.list_growth);
     if let Some(load) = &load {
         host.apply(load)
             .map_err(|e| anyhow::anyhow!("the load deletes nothing, yet: {e:?}"))?;
@@ -392,6 +397,9 @@ pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
         rt.backend() == BackendKind::Cuda,
     );
     print(&rows, &totals, times);
+    for line in cache_denials(&rows, rt.cache_bound_bytes()) {
+        println!("{line}");
+    }
     let report = Report {
         backend: format!("{:?}", rt.backend()),
         device: rt
@@ -400,6 +408,8 @@ pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
         graph: name,
         vertices,
         mode: mode_name,
+        list_growth: args.list_growth,
+        pool_bytes: (rt.backend() == BackendKind::Cuda).then_some(pool_bytes),
         edges_loaded: loaded,
         batches: batches.len(),
         edges_inserted: inserted,
@@ -530,6 +540,35 @@ fn print(rows: &[BatchRow], totals: &[Total], times: &str) {
     );
 }
 
+/// For each alignmalloc system whose device caches denied asks for a slab: how many, from which
+/// batch, and what to do about it (those lanes allocated through the host from then on).
+fn cache_denials(rows: &[BatchRow], bound_bytes: Option<u64>) -> Vec<String> {
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let mut lines = Vec::new();
+    for system in ["alignmalloc", "alignmalloc-arranged"] {
+        let ours = || rows.iter().filter(|r| r.system == system);
+        let denied = |r: &BatchRow| r.caches.is_some_and(|c| c.denials > 0);
+        let Some(first) = ours().find(|r| denied(r)) else {
+            continue;
+        };
+        let denials: u64 = ours().filter_map(|r| r.caches).map(|c| c.denials).sum();
+        let held = first.caches.map_or(0, |c| c.held_bytes);
+        let bound = bound_bytes.map_or(String::new(), |b| {
+            format!(" of their {:.0} MiB bound", mib(b))
+        });
+        lines.push(format!(
+            "{system}: the device caches denied {denials} asks for a slab, the first in batch {} \
+             (holding {:.0} MiB{bound} for {:.0} MiB of lists): lanes of a denied class \
+             allocated through the host from then on. With room in the arena, \
+             ALIGNMALLOC_DEVICE_CACHE_FRACTION=0.75 raises the bound (docs/caches.md)",
+            first.batch,
+            mib(held),
+            mib(first.memory_bytes)
+        ));
+    }
+    lines
+}
+
 fn agree(walks: Option<bool>) -> &'static str {
     match walks {
         Some(true) => "ok",
@@ -625,6 +664,80 @@ mod tests {
         assert_eq!(ours[0]["phase"], "load");
         assert_eq!(ours.len(), 4);
         assert!(ours[1..].iter().all(|r| r["walks_agree"] == true));
+    }
+
+    #[test]
+    fn lists_that_grow_by_half_hold_less_and_move_more_and_every_walk_matches() {
+        let run = |growth: &str| {
+            let report = simulate(&[
+                "--rmat",
+                "9",
+                "--rounds",
+                "3",
+                "--round-edges",
+                "1000",
+                "--list-growth",
+                growth,
+            ])
+            .unwrap();
+            assert_eq!(report["list_growth"], growth);
+            let ours = ours(&report);
+            assert!(ours[1..].iter().all(|r| r["walks_agree"] == true));
+            let last = ours.last().unwrap()["memory_bytes"].as_u64().unwrap();
+            let moves: u64 = ours[1..]
+                .iter()
+                .map(|r| r["lists_resized"].as_u64().unwrap())
+                .sum();
+            (last, moves)
+        };
+        let (double, half) = (run("double"), run("half"));
+        assert!(
+            half.0 < double.0,
+            "memory: half {half:?}, double {double:?}"
+        );
+        assert!(half.1 > double.1, "moves: half {half:?}, double {double:?}");
+    }
+
+    #[test]
+    fn denials_of_the_caches_are_told_with_their_first_batch_and_what_to_do() {
+        use super::{BatchRow, CacheRow, cache_denials};
+        let row = |system, batch, denials| BatchRow {
+            system,
+            phase: "update",
+            batch,
+            edges: 0,
+            lists_resized: 0,
+            update_ms: 1.0,
+            walk_ms: None,
+            end_to_end_ms: None,
+            memory_bytes: 100 << 20,
+            htod_bytes: None,
+            walks_agree: Some(true),
+            caches: (system != "gallatin-arrays").then_some(CacheRow {
+                denials,
+                refills: 0,
+                returns: 0,
+                held_bytes: 300 << 20,
+            }),
+        };
+        let rows = [
+            row("alignmalloc", 1, 0),
+            row("alignmalloc", 2, 0),
+            row("gallatin-arrays", 2, 0),
+            row("alignmalloc", 3, 2),
+            row("alignmalloc", 4, 1),
+            row("alignmalloc-arranged", 1, 0),
+        ];
+        let lines = cache_denials(&rows, Some(320 << 20));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "alignmalloc: the device caches denied 3 asks for a slab, the first in batch 3 \
+                 (holding 300 MiB of their 320 MiB bound for 100 MiB of lists)"
+            ) && lines[0].contains("ALIGNMALLOC_DEVICE_CACHE_FRACTION"),
+            "{lines:?}"
+        );
+        assert!(cache_denials(&rows[..3], None).is_empty());
     }
 
     #[test]

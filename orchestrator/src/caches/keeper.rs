@@ -280,8 +280,22 @@ impl CacheKeeper {
                         self.channel.deny(class, ask);
                         self.denial_stands[class] = true;
                         self.stats.denials.fetch_add(1, Ordering::Relaxed);
-                        if at_bound {
-                            self.stats.denials_at_bound.fetch_add(1, Ordering::Relaxed);
+                        if at_bound
+                            && self.stats.denials_at_bound.fetch_add(1, Ordering::Relaxed) == 0
+                        {
+                            // Once per runtime: from here on, lanes of a denied class allocate
+                            // through the host until a slab comes back, which slabs kept by a
+                            // few long-lived objects each may never do.
+                            tracing::warn!(
+                                class,
+                                held_bytes = self.held_bytes(),
+                                bound_bytes = self.bound_bytes(),
+                                "the device caches reached their bound: lanes of a denied class \
+                                 allocate through the host until one of its slabs is freed \
+                                 whole; if the arena has room, raise \
+                                 ALIGNMALLOC_DEVICE_CACHE_FRACTION (at most 0.75) or \
+                                 ALIGNMALLOC_DEVICE_CACHE_BYTES"
+                            );
                         }
                         tracing::debug!(class, index, at_bound, "cache slab denied");
                     }

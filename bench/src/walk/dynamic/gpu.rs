@@ -326,7 +326,8 @@ fn lists(
     let mut handles = stream.alloc_zeros::<u64>(v)?;
     let mut degrees = stream.alloc_zeros::<u32>(v)?;
     let mut capacities = stream.alloc_zeros::<u32>(v)?;
-    let mut host = HostLists::new(v);
+    let mut host = HostLists::new(v, s.args.list_growth);
+    let growth_shift = s.args.list_growth.shift();
     let mut rows = Vec::new();
     let bar = progress(s, system);
     for (phase, number, batch) in steps(s) {
@@ -343,12 +344,14 @@ fn lists(
                 .arg(&d.drops)
                 .arg(&mut d.seen)
                 .arg(&d.count)
+                .arg(&growth_shift)
                 .arg(&mut handles)
                 .arg(&mut degrees)
                 .arg(&mut capacities)
                 .arg(&mut statuses);
             // SAFETY: am_walk_update_heap(touched, starts, adds, drop_starts, drops, unsigned*
-            // seen, unsigned count, u64* pointers, unsigned* degrees, unsigned* capacities,
+            // seen, unsigned count, unsigned growth_shift, u64* pointers, unsigned* degrees,
+            // unsigned* capacities,
             // unsigned* statuses): `count` touched vertices with count + 1 starts into adds and
             // drops, one zeroed seen word per drop, per-vertex arrays of `vertices`, one status
             // each; whole warps (grid's blocks are multiples of 32); all live past the
@@ -357,9 +360,9 @@ fn lists(
             stream.synchronize()?;
         } else {
             let contiguous = u32::from(kind == ListSystem::Alignmalloc);
-            // SAFETY: am_walk_update(mailbox, the batch as above, unsigned contiguous, handles,
-            // degrees, capacities, statuses): as above, with one handle per vertex; waited for
-            // below.
+            // SAFETY: am_walk_update(mailbox, the batch as above, unsigned growth_shift, unsigned
+            // contiguous, handles, degrees, capacities, statuses): as above, with one handle per
+            // vertex; waited for below.
             let launch = unsafe {
                 rt.launch(&update, grid(u64::from(d.count)), |a| {
                     a.arg(&d.touched)
@@ -369,6 +372,7 @@ fn lists(
                         .arg(&d.drops)
                         .arg(&mut d.seen)
                         .arg(&d.count)
+                        .arg(&growth_shift)
                         .arg(&contiguous)
                         .arg(&mut handles)
                         .arg(&mut degrees)
@@ -489,9 +493,9 @@ fn gallatin_lists(
     harness: &Gallatin,
 ) -> anyhow::Result<Vec<BatchRow>> {
     let system = "gallatin-arrays";
-    let lists = harness.lists(s.vertices as u32)?;
+    let lists = harness.lists(s.vertices as u32, s.args.list_growth.shift())?;
     let (lists_at, degrees_at) = lists.arrays()?;
-    let mut host = HostLists::new(s.vertices);
+    let mut host = HostLists::new(s.vertices, s.args.list_growth);
     let mut rows = Vec::new();
     let bar = progress(s, system);
     for (phase, number, batch) in steps(s) {
@@ -539,7 +543,7 @@ fn csr_on_gpu(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<V
         stream.alloc_zeros::<u32>(capacity)?,
     ];
     let mut current = 0usize;
-    let mut host = HostLists::new(v);
+    let mut host = HostLists::new(v, s.args.list_growth);
     let mut rows = Vec::new();
     let vertices = v as u32;
     let bar = progress(s, system);
@@ -612,7 +616,7 @@ fn csr_on_gpu(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<V
 /// The CSR rebuilt by the host in fresh managed memory after each step.
 fn csr_on_host(rt: &Runtime, s: &Shared<'_>, module: &Module) -> anyhow::Result<Vec<BatchRow>> {
     let system = "csr-rebuild-host";
-    let mut host = HostLists::new(s.vertices);
+    let mut host = HostLists::new(s.vertices, s.args.list_growth);
     let mut rows = Vec::new();
     let bar = progress(s, system);
     for (phase, number, batch) in steps(s) {

@@ -14,19 +14,46 @@
 //! from the graph, or refused with its line ([`HostLists::apply`]).
 
 use anyhow::{bail, ensure};
+use serde::Serialize;
 
 use crate::graph::{Direction, IdMap};
 use crate::patterns::mix;
 
+/// How far a list grows when it overflows: by its capacity (doubled), half of it or a quarter
+/// of it (at least to what it must hold). Less growth moves lists more often and leaves less
+/// room unused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ListGrowth {
+    #[default]
+    Double,
+    Half,
+    Quarter,
+}
+
+impl ListGrowth {
+    /// A list of capacity c grows by c >> shift (graph_update.cuh's `growth_shift`).
+    pub fn shift(self) -> u32 {
+        match self {
+            ListGrowth::Double => 0,
+            ListGrowth::Half => 1,
+            ListGrowth::Quarter => 2,
+        }
+    }
+}
+
 /// The capacity (in neighbours) of a list of `capacity` that must hold `needed`: none when it
-/// is empty; doubled (at least `needed`, at least 4) when it overflows; twice `needed` (at least
-/// 4) when it falls to a quarter of its capacity; else kept. The twin of `resized_capacity` in
-/// device/kernels/graph_update.cuh.
-pub fn resized_capacity(capacity: u32, needed: u32) -> u32 {
+/// is empty; grown by `growth` (at least to `needed`, at least 4) when it overflows; twice
+/// `needed` (at least 4) when it falls to a quarter of its capacity; else kept. The twin of
+/// `resized_capacity` in device/kernels/graph_update.cuh.
+pub fn resized_capacity(capacity: u32, needed: u32, growth: ListGrowth) -> u32 {
     if needed == 0 {
         0
     } else if needed > capacity {
-        capacity.saturating_mul(2).max(needed).max(4)
+        capacity
+            .saturating_add(capacity >> growth.shift())
+            .max(needed)
+            .max(4)
     } else if capacity > 4 && needed <= capacity / 4 {
         (needed * 2).max(4)
     } else {
@@ -226,13 +253,15 @@ pub struct MissingEdge {
 pub struct HostLists {
     pub lists: Vec<Vec<u32>>,
     pub capacities: Vec<u32>,
+    pub growth: ListGrowth,
 }
 
 impl HostLists {
-    pub fn new(vertices: usize) -> Self {
+    pub fn new(vertices: usize, growth: ListGrowth) -> Self {
         Self {
             lists: vec![Vec::new(); vertices],
             capacities: vec![0; vertices],
+            growth,
         }
     }
 
@@ -288,7 +317,7 @@ impl HostLists {
             }
             list.extend_from_slice(batch.adds_of(i));
             let capacity = &mut self.capacities[v as usize];
-            let wanted = resized_capacity(*capacity, list.len() as u32);
+            let wanted = resized_capacity(*capacity, list.len() as u32, self.growth);
             resized += u64::from(wanted != *capacity);
             *capacity = wanted;
             if wanted == 0 {
@@ -366,21 +395,31 @@ mod tests {
     }
 
     #[test]
-    fn lists_grow_by_doubling_shrink_at_a_quarter_and_go_when_empty() {
-        assert_eq!(resized_capacity(0, 1), 4);
-        assert_eq!(resized_capacity(4, 5), 8);
-        assert_eq!(resized_capacity(4, 20), 20);
-        assert_eq!(resized_capacity(64, 17), 64);
-        assert_eq!(resized_capacity(64, 16), 32);
-        assert_eq!(resized_capacity(64, 1), 4);
-        assert_eq!(resized_capacity(4, 1), 4);
-        assert_eq!(resized_capacity(8, 0), 0);
-        assert_eq!(resized_capacity(u32::MAX / 2 + 1, u32::MAX), u32::MAX);
+    fn lists_grow_by_their_growth_shrink_at_a_quarter_and_go_when_empty() {
+        use ListGrowth::{Double, Half, Quarter};
+        let r = resized_capacity;
+        assert_eq!(r(0, 1, Double), 4);
+        assert_eq!(r(4, 5, Double), 8);
+        assert_eq!(r(4, 20, Double), 20);
+        assert_eq!(r(64, 17, Double), 64);
+        assert_eq!(r(64, 16, Double), 32);
+        assert_eq!(r(64, 1, Double), 4);
+        assert_eq!(r(4, 1, Double), 4);
+        assert_eq!(r(8, 0, Double), 0);
+        assert_eq!(r(u32::MAX / 2 + 1, u32::MAX, Double), u32::MAX);
+        assert_eq!((r(64, 65, Half), r(64, 65, Quarter)), (96, 80));
+        assert_eq!((r(64, 100, Half), r(64, 81, Quarter)), (100, 81));
+        assert_eq!(
+            (r(0, 1, Half), r(3, 4, Quarter), r(4, 5, Quarter)),
+            (4, 4, 5)
+        );
+        assert_eq!(r(u32::MAX - 10, u32::MAX, Quarter), u32::MAX);
+        assert_eq!((r(64, 16, Half), r(64, 17, Quarter)), (32, 64));
     }
 
     #[test]
     fn deletions_take_the_last_occurrences_and_the_rest_keeps_its_order() {
-        let mut host = HostLists::new(3);
+        let mut host = HostLists::new(3, ListGrowth::Double);
         let load = Batch::new(
             vec![(0, 1), (0, 2), (0, 1), (0, 0), (0, 2), (0, 1)],
             Vec::new(),
@@ -418,7 +457,7 @@ mod tests {
         let edges: Vec<(u32, u32)> = (0..400u32).map(|i| (i % 37, (i * 7) % 41)).collect();
         let (load, rounds) = rounds(&edges, Direction::Undirected, 5, 20, 3).unwrap();
         assert_eq!(rounds.len(), 5);
-        let mut host = HostLists::new(41);
+        let mut host = HostLists::new(41, ListGrowth::Double);
         host.apply(&load).unwrap();
         for r in &rounds {
             let before = host.edges();
@@ -477,9 +516,14 @@ mod tests {
             steps in proptest::collection::vec(
                 (proptest::collection::vec((0u32..6, 0u32..6), 0..12), 0usize..8, any::<u64>()),
                 1..12,
-            )
+            ),
+            growth in prop_oneof![
+                Just(ListGrowth::Double),
+                Just(ListGrowth::Half),
+                Just(ListGrowth::Quarter),
+            ],
         ) {
-            let mut host = HostLists::new(6);
+            let mut host = HostLists::new(6, growth);
             let mut model: Vec<(u32, u32)> = Vec::new();
             for (inserts, dropping, pick) in steps {
                 let mut deletes = Vec::new();

@@ -15,7 +15,7 @@ use super::{BatchRow, CacheRow, Shared, csr, ms};
 pub fn run(rt: &Runtime, s: &Shared<'_>) -> anyhow::Result<Vec<BatchRow>> {
     let mut rows = Vec::new();
     let mut handles = vec![Handle::NULL; s.vertices];
-    let mut host = HostLists::new(s.vertices);
+    let mut host = HostLists::new(s.vertices, s.args.list_growth);
     let steps = s.load.into_iter().map(|l| ("load", 0, l));
     let updates = s
         .batches
@@ -41,6 +41,7 @@ pub fn run(rt: &Runtime, s: &Shared<'_>) -> anyhow::Result<Vec<BatchRow>> {
             let back = HostLists {
                 lists: read,
                 capacities: Vec::new(),
+                growth: s.args.list_growth,
             };
             let digests = back.digests(s.walkers, s.args.length, s.args.seed);
             Some(digests == s.reference[number - 1])
