@@ -33,6 +33,8 @@
 //! is checked after every batch; no time there is a GPU's.
 
 mod gpu;
+#[cfg(test)]
+mod kernel_twin;
 pub mod plan;
 mod sim;
 

@@ -1,6 +1,6 @@
 // A warp on the host, for running the CUDA headers' device code as host C++: each lane a context
 // of its own on the calling thread (simt.cpp), and the warp-wide intrinsics (__ballot_sync,
-// __match_any_sync, __shfl_sync, __activemask) as meetings of the lanes that take part.
+// __match_any_sync, __shfl_sync, __syncwarp, __activemask) as meetings of the lanes that take part.
 //
 // The lanes run one at a time, in lane order: a lane runs until it waits at a warp-wide
 // instruction or returns, then the lowest lane that can run goes on. So a warp's steps happen
@@ -60,6 +60,19 @@ inline unsigned __shfl_sync(unsigned mask, unsigned value, unsigned source) {
   unsigned long long values[32];
   simt::exchange(mask, value, values);
   return (unsigned)values[source & 31u];
+}
+
+inline unsigned long long __shfl_sync(unsigned mask, unsigned long long value, unsigned source) {
+  if ((mask >> (source & 31u) & 1u) == 0) simt::fail("a shuffle from a lane outside its mask", mask);
+  unsigned long long values[32];
+  simt::exchange(mask, value, values);
+  return values[source & 31u];
+}
+
+// A meeting of the lanes of `mask` that carries nothing.
+inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
+  unsigned long long values[32];
+  simt::exchange(mask, 0, values);
 }
 
 inline unsigned __activemask() { return simt::active_lanes(); }

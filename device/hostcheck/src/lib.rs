@@ -1,5 +1,6 @@
 //! The CUDA C++ headers of `device/include` compiled as host C++ (`shim/layout_shim.cpp`; the
-//! device caches and the mailbox client on a host warp in [`caches`] and [`client`]), with safe
+//! device caches and the mailbox client on a host warp in [`caches`] and [`client`], a changing
+//! graph's update of device/kernels in [`graph_update`]), with safe
 //! Rust wrappers, so tests can hold the headers equal to their Rust twins without a GPU.
 //!
 //! The functions here are the header's, not the `translator` crate's: a test that compares the two
@@ -9,6 +10,7 @@
 pub mod caches;
 pub mod cases;
 pub mod client;
+pub mod graph_update;
 
 /// `am::Geometry` as laid out by the C++ compiler.
 #[repr(C)]

@@ -22,9 +22,9 @@ use crate::progress::note;
 type Module = Arc<cudarc::driver::CudaModule>;
 
 /// The statuses device/kernels/graph_update.cuh gives a touched vertex.
-const ALLOC_FAILED: u32 = 0xFF;
-const FREE_FAILED: u32 = 0x100;
-const MISSING_EDGE: u32 = 0x200;
+pub(super) const ALLOC_FAILED: u32 = 0xFF;
+pub(super) const FREE_FAILED: u32 = 0x100;
+pub(super) const MISSING_EDGE: u32 = 0x200;
 
 /// Every system's rows, and the systems left out with why.
 pub fn run(rt: &Runtime, s: &Shared<'_>) -> anyhow::Result<(Vec<BatchRow>, Vec<String>)> {
