@@ -561,8 +561,9 @@ fn cache_denials(rows: &[BatchRow], bound_bytes: Option<u64>) -> Vec<String> {
         lines.push(format!(
             "{system}: the device caches denied {denials} asks for a slab, the first in batch {} \
              (holding {:.0} MiB{bound} for {:.0} MiB of lists): lanes of a denied class \
-             allocated through the host from then on. With room in the arena, \
-             ALIGNMALLOC_DEVICE_CACHE_FRACTION=0.75 raises the bound (docs/caches.md)",
+             allocated through the host from then on. A larger bound \
+             (ALIGNMALLOC_DEVICE_CACHE_FRACTION, at most 0.75) or pool (--pool-gib) keeps them \
+             on the device (docs/caches.md)",
             first.batch,
             mib(held),
             mib(first.memory_bytes)

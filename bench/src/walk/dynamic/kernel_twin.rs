@@ -23,14 +23,6 @@ fn arrays(b: &Batch) -> BatchArrays<'_> {
     }
 }
 
-fn growths() -> impl Strategy<Value = ListGrowth> {
-    prop_oneof![
-        Just(ListGrowth::Double),
-        Just(ListGrowth::Half),
-        Just(ListGrowth::Quarter),
-    ]
-}
-
 /// Edges among `vertices` whose low ids are hubs and whose neighbours repeat (a multigraph, so
 /// deletions must pick the last occurrences).
 fn skewed_edges(vertices: u32, count: usize, seed: u64) -> Vec<(u32, u32)> {
@@ -92,7 +84,7 @@ proptest! {
         edges in 60usize..400,
         per_round in 1u64..12,
         extra_warps in 0u32..5,
-        growth in growths(),
+        growth in proptest::sample::select(ListGrowth::ALL.to_vec()),
     ) {
         let vertices = 40u32;
         let edges = skewed_edges(vertices, edges, seed);

@@ -32,6 +32,10 @@ pub enum ListGrowth {
 }
 
 impl ListGrowth {
+    /// Every growth `--list-growth` offers.
+    #[cfg(test)]
+    pub const ALL: [ListGrowth; 3] = [ListGrowth::Double, ListGrowth::Half, ListGrowth::Quarter];
+
     /// A list of capacity c grows by c >> shift (graph_update.cuh's `growth_shift`).
     pub fn shift(self) -> u32 {
         match self {
@@ -517,11 +521,7 @@ mod tests {
                 (proptest::collection::vec((0u32..6, 0u32..6), 0..12), 0usize..8, any::<u64>()),
                 1..12,
             ),
-            growth in prop_oneof![
-                Just(ListGrowth::Double),
-                Just(ListGrowth::Half),
-                Just(ListGrowth::Quarter),
-            ],
+            growth in proptest::sample::select(ListGrowth::ALL.to_vec()),
         ) {
             let mut host = HostLists::new(6, growth);
             let mut model: Vec<(u32, u32)> = Vec::new();
