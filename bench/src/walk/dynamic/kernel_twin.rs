@@ -23,20 +23,21 @@ fn arrays(b: &Batch) -> BatchArrays<'_> {
     }
 }
 
-/// Edges among `vertices` whose low ids are hubs and whose neighbours repeat (a multigraph, so
-/// deletions must pick the last occurrences).
+/// Edges among `vertices`, half of them from four hubs (ids 0-3) and all to neighbours 0-8: lists
+/// longer than a warp, and neighbours that repeat (a multigraph, so deletions must pick the last
+/// occurrences).
 fn skewed_edges(vertices: u32, count: usize, seed: u64) -> Vec<(u32, u32)> {
     let mut state = seed | 1;
     (0..count)
         .map(|_| {
             state = crate::patterns::mix(state);
-            let u = ((state % u64::from(vertices)) as u32).min((state >> 20) as u32 % 4);
-            let u = if state >> 40 & 1 == 1 {
-                u
+            let hub = state >> 40 & 1 == 1;
+            let from = if hub {
+                (state >> 20) as u32 % 4
             } else {
                 (state >> 8) as u32 % vertices
             };
-            (u, (state >> 32) as u32 % 9)
+            (from, (state >> 32) as u32 % 9)
         })
         .collect()
 }
