@@ -279,17 +279,17 @@ pub fn rebuild_csr(old: &mut Csr, batch: BatchArrays<'_>) -> Result<(Csr, Vec<u3
         sum += i64::from(adds) - i64::from(drops);
         shift.push(sum);
     }
-    let edges = (old.neighbors.len() as i64 + sum) as usize;
-    // Room for the old edges too: a vertex whose list is not yet compacted writes no further
-    // than its old end plus its adds.
-    let mut neighbors = vec![0u32; edges.max(old.neighbors.len()) + batch.adds.len()];
+    // Vertex v writes at most its old degree plus its adds from old_offsets[v] + shift[k]
+    // (more than its share only when a deletion found nothing), and shift[k] is at most the
+    // adds before it: every write lands below the old edges plus all adds.
+    let mut neighbors = vec![0u32; old.neighbors.len() + batch.adds.len()];
     let mut offsets = vec![0u64; vertices + 1];
     let mut seen = vec![0u32; batch.drops.len().max(1)];
     let mut statuses = vec![0u32; batch.touched.len().max(1)];
-    // SAFETY: the batch fits (checked above); offsets has vertices + 1 entries; every vertex
-    // writes its new list at old_offsets[v] + shift[k] within `edges` (the prefix sums of
-    // the changes), inside `neighbors`; the old CSR is read and changed only within each
-    // vertex's own range.
+    // SAFETY: the batch's arrays and touched vertices fit (checked above); offsets has
+    // vertices + 1 entries; no vertex loses more than its degree, so old_offsets[v] + shift[k]
+    // >= 0, and every write to `neighbors` lands inside it (above); the old CSR is read and
+    // changed only within each vertex's own range.
     unsafe {
         am_hostcheck_csr_rebuild(
             batch.raw(count, &mut seen),
