@@ -123,7 +123,7 @@ proptest! {
         let mut kernel = HeapLists::new(vertices as usize, 0);
         host.apply(&load).unwrap();
         kernel.update(arrays(&load), warps(&load, extra_warps), None).unwrap();
-        let before = HostLists { lists: host.lists.clone(), capacities: host.capacities.clone(), growth: host.growth };
+        let before = host.clone();
         let batch = &rounds[0];
         host.apply(batch).unwrap();
         let statuses = kernel.update(arrays(batch), warps(batch, extra_warps), Some(allowed)).unwrap();

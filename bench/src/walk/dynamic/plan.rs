@@ -254,6 +254,7 @@ pub struct MissingEdge {
 }
 
 /// The graph as the host keeps it: the CPU reference of every system's lists.
+#[derive(Clone)]
 pub struct HostLists {
     pub lists: Vec<Vec<u32>>,
     pub capacities: Vec<u32>,
