@@ -281,6 +281,8 @@ pub fn posted_frees_failed(
 pub struct RowCaches {
     /// Slabs the host handed to the caches.
     refills: u64,
+    /// Times a class's warps found no slab published and waited for the host's next turn.
+    asks: u64,
     /// Slabs the device gave back as their last object was freed (the drain at the row's end
     /// included: it retires each class's current slab). The rest of the slabs handed out were
     /// published ahead of need and taken back unused by that drain.
@@ -299,6 +301,7 @@ impl RowCaches {
     ) -> RowCaches {
         RowCaches {
             refills: drained.refills - before.refills,
+            asks: drained.asks - before.asks,
             returns: drained.returns - before.returns,
             denials: drained.denials - before.denials,
             held_bytes,
@@ -631,7 +634,7 @@ fn sizes_label(r: &Row) -> String {
 fn print_table(rows: &[Row], times: &str) {
     println!("times: {times}");
     println!(
-        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>7} {:>6} {:>9} {:>15} {:>9}",
+        "{:<9} {:>10} {:>7} {:<23} {:>10} {:>10} {:>8} {:>12} {:>7} {:>6} {:>9} {:>18} {:>9}",
         "test",
         "sizes",
         "threads",
@@ -643,12 +646,12 @@ fn print_table(rows: &[Row], times: &str) {
         "failed",
         "wrong",
         "footprint",
-        "slabs in/back/x",
+        "slabs in/back/x/ask",
         "held MiB"
     );
     for r in rows {
         println!(
-            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>7} {:>6} {:>9} {:>15} {:>9}",
+            "{:<9} {:>10} {:>7} {:<23} {:>10.3} {:>10.3} {:>8} {:>12.3e} {:>7} {:>6} {:>9} {:>18} {:>9}",
             format!("{:?}", r.test).to_lowercase(),
             sizes_label(r),
             r.threads,
@@ -662,8 +665,8 @@ fn print_table(rows: &[Row], times: &str) {
             r.bad + r.bad_frees,
             r.footprint_ratio.map_or("-".into(), |x| format!("{x:.3}x")),
             r.caches.map_or("-".into(), |c| format!(
-                "{}/{}/{}",
-                c.refills, c.returns, c.denials
+                "{}/{}/{}/{}",
+                c.refills, c.returns, c.denials, c.asks
             )),
             r.caches.map_or("-".into(), |c| format!(
                 "{:.0}",
@@ -681,7 +684,7 @@ fn print_table(rows: &[Row], times: &str) {
         "footprint: bytes the allocator held for a round's objects after allocating them (its chunks, rounding and packing included, and the device caches' slabs) over the bytes asked; the most of any round"
     );
     println!(
-        "slabs: handed to the device caches during the row / given back with every object freed (the rest were published ahead of need and taken back unused by the drain at the row's end) / asks denied (lanes sent through the mailbox); held MiB: what the caches held before that drain"
+        "slabs: handed to the device caches during the row / given back with every object freed (the rest were published ahead of need and taken back unused by the drain at the row's end) / asks denied (lanes sent through the mailbox) / asks the host read (a class found no slab published and its warps waited for the host); held MiB: what the caches held before that drain"
     );
 }
 
@@ -1014,6 +1017,13 @@ mod tests {
             let refills = caches["refills"].as_u64().unwrap();
             assert_eq!(refills > 0, n <= 14, "n = {n}: {caches}");
             assert!(caches["returns"].as_u64().unwrap() <= refills);
+            // Every slab handed out was asked for or published ahead; a class's first slab
+            // after the drain of the row before is asked for.
+            let asks = caches["asks"].as_u64().unwrap();
+            assert!(
+                asks <= refills && (asks > 0) == (refills > 0),
+                "n = {n}: {caches}"
+            );
             assert_eq!(caches["denials"], 0);
         }
         assert!(ours(4)["held_bytes"].as_u64().unwrap() >= 2 << 20);

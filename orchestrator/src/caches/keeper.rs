@@ -71,6 +71,7 @@ pub trait SlabSource {
 #[derive(Debug, Default)]
 pub struct CacheStats {
     refills: AtomicU64,
+    asks: AtomicU64,
     returns: AtomicU64,
     denials: AtomicU64,
     denials_at_bound: AtomicU64,
@@ -85,6 +86,9 @@ pub struct CacheStats {
 pub struct CacheStatsSnapshot {
     /// Slabs the host handed to the caches.
     pub refills: u64,
+    /// Asks the host read: times a class's warps found no slab published and waited for the
+    /// service thread's next turn (each a round trip the published depth is there to spare).
+    pub asks: u64,
     /// Slabs the device gave back (all their objects freed).
     pub returns: u64,
     /// Times the host could not hand out a slab the device asked for (the warps then asked
@@ -110,6 +114,7 @@ impl CacheStats {
     pub fn snapshot(&self) -> CacheStatsSnapshot {
         CacheStatsSnapshot {
             refills: self.refills.load(Ordering::Relaxed),
+            asks: self.asks.load(Ordering::Relaxed),
             returns: self.returns.load(Ordering::Relaxed),
             denials: self.denials.load(Ordering::Relaxed),
             denials_at_bound: self.denials_at_bound.load(Ordering::Relaxed),
@@ -226,6 +231,9 @@ impl CacheKeeper {
         let taken = self.channel.taken(class);
         let asked = ask != self.asks_seen[class];
         self.asks_seen[class] = ask;
+        if asked {
+            self.stats.asks.fetch_add(1, Ordering::Relaxed);
+        }
         let in_use = taken > self.quiet_at[class];
         if asked && in_use && self.depth[class] < MOST_DEPTH {
             // The class ran dry in use: its warps waited for this turn. Keep more ahead.
@@ -839,6 +847,11 @@ mod tests {
             keeper.check().unwrap();
         }
         assert_eq!(expected, MOST_DEPTH);
+        // Each ask read once: the first and the five that ran dry; tends with no new ask
+        // count none.
+        assert_eq!(keeper.stats().snapshot().asks, 6);
+        keeper.tend(&mut source);
+        assert_eq!(keeper.stats().snapshot().asks, 6);
         // Drained: back to the first depth once the class is used again.
         keeper.reclaim(&mut source);
         assert_eq!(channel.filled(0), taken);
