@@ -129,6 +129,9 @@ pub struct DeviceCaches {
     pub returns_claimed: u64,
     /// Device memory, `u64` per stripe and free outcome: device frees by `LaneStatus` code.
     pub counters: u64,
+    /// Device memory, `AHEAD_WORDS` `u64` per class: the slab numbers its lock holder holds
+    /// claimed ahead (`first << 32 | end`), then their ring entries (`caches::device`).
+    pub class_ahead: u64,
     /// Host-written: `u32` per class, slabs filled.
     pub filled: u64,
     /// Host-written: `u32` per class, asks denied.
@@ -216,6 +219,7 @@ impl DeviceCaches {
             self.blocks,
             self.returns_claimed,
             self.counters,
+            self.class_ahead,
         ] = addresses;
     }
 }
@@ -402,6 +406,7 @@ cpp_struct!(DeviceCaches at "orchestrator::records::DeviceCaches" {
     blocks: u64 as "u64*",
     returns_claimed: u64 as "u64*",
     counters: u64 as "u64*",
+    class_ahead: u64 as "u64*",
     filled: u64 as "const u32*",
     denied: u64 as "const u32*",
     ring: u64 as "const u64*",
@@ -478,7 +483,7 @@ mod tests {
         let addresses: [u64; crate::caches::DEVICE_ARRAYS] = std::array::from_fn(|i| i as u64 + 1);
         caches.set_device_arrays(addresses);
         // Two words of sizes, then the device arrays in `CpuCaches::arrays` order.
-        let words: [u64; 22] = bytemuck::cast(caches);
+        let words: [u64; 23] = bytemuck::cast(caches);
         assert_eq!(words[2..2 + addresses.len()], addresses);
         assert!(words[2 + addresses.len()..].iter().all(|&w| w == 0));
     }

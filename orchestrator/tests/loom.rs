@@ -11,7 +11,8 @@ use std::sync::Arc;
 use bytemuck::Zeroable;
 use loom::thread;
 use orchestrator::caches::{
-    CacheChannel, CacheKeeper, CachedAlloc, CachedFree, CpuCaches, RUN_CLASS, slab_blocks,
+    AHEAD_ARRAY, AHEAD_SLABS, AHEAD_WORDS, CacheChannel, CacheKeeper, CachedAlloc, CachedFree,
+    CpuCaches, RUN_CLASS, channel::entry_parts, claims_ahead, slab_blocks,
 };
 use orchestrator::cpu::CpuDevice;
 use orchestrator::stats::ServiceStats;
@@ -270,7 +271,15 @@ fn model_caches(f: impl Fn() + Sync + Send + 'static) {
 /// The caches of an arena of [`ARENA_BLOCKS`] at 1 TiB holding at most `bound_blocks` blocks;
 /// the resolver hands out addresses and touches no memory.
 fn caches(bound_blocks: u64) -> (Arc<CacheChannel>, Arc<CpuCaches>, CacheKeeper, Resolver) {
-    let channel = Arc::new(CacheChannel::new(2));
+    caches_of(bound_blocks, 2)
+}
+
+/// [`caches`] with `ids` slab ids.
+fn caches_of(
+    bound_blocks: u64,
+    ids: usize,
+) -> (Arc<CacheChannel>, Arc<CpuCaches>, CacheKeeper, Resolver) {
+    let channel = Arc::new(CacheChannel::new(ids));
     let caches = Arc::new(CpuCaches::new(channel.clone(), ARENA_BLOCKS as u64));
     let keeper = CacheKeeper::new(channel.clone(), bound_blocks << 21);
     let resolver = Resolver::new(ResolverConfig::new(1 << 40, ARENA_BLOCKS)).unwrap();
@@ -640,5 +649,86 @@ fn a_posted_free_holds_its_port_until_answered() {
         resolver.drain_quarantine();
         resolver.check_invariants().unwrap();
         assert!(resolver.is_empty());
+    });
+}
+
+/// A class of 1-2 block slabs (512 B objects, one block a slab).
+const SMALL: usize = 5;
+
+/// A warp's allocation of one object of [`SMALL`] in lane 0.
+fn small_alloc(caches: &CpuCaches) -> CachedAlloc {
+    let mut sizes = [0u64; 32];
+    sizes[0] = 512;
+    caches.alloc(1, &sizes, false, &|| false)
+}
+
+/// The bases of the slabs [`SMALL`]'s lock holder claimed ahead.
+fn claimed_ahead(caches: &CpuCaches) -> Vec<u64> {
+    let words: Vec<u64> = caches
+        .save(AHEAD_ARRAY)
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let words = &words[SMALL * AHEAD_WORDS..][..AHEAD_WORDS];
+    ((words[0] >> 32) as usize..words[0] as u32 as usize)
+        .map(|n| entry_parts(words[1 + n % AHEAD_SLABS]).0)
+        .collect()
+}
+
+/// The host takes its published slabs back (the arena needs the room) while the warp that moves
+/// a small class claims its slab and the next ones ahead: each is the warp's (claimed, posted
+/// taken, kept by the host) or the host's (the claim withdrawn), never both; a warp whose slab
+/// was taken back is denied and goes to the mailbox. A drain gives the slabs claimed ahead back,
+/// and everything comes home.
+#[test]
+fn a_slab_claimed_ahead_while_the_host_takes_slabs_back_is_the_warps_or_the_hosts() {
+    assert!(claims_ahead(SMALL));
+    model_caches(|| {
+        let (channel, caches, keeper, resolver) = caches_of(ARENA_BLOCKS as u64, 4);
+        // The class in use: a slab taken, retired by a drain with its object live, and slabs
+        // published ahead of the next move.
+        let host = {
+            let channel = channel.clone();
+            tend_until(keeper, resolver, move |_| channel.taken(SMALL) > 0)
+        };
+        let first = small_alloc(&caches);
+        assert_eq!(first.served, 1);
+        let (mut keeper, mut resolver) = host.join().unwrap();
+        caches.drain();
+        keeper.tend(&mut resolver);
+        let taken = channel.taken(SMALL);
+        assert!(channel.filled(SMALL) >= taken + 2, "two published ahead");
+
+        let host = thread::spawn(move || {
+            let recalled = keeper.recall(&mut resolver);
+            (keeper, resolver, recalled)
+        });
+        let second = small_alloc(&caches);
+        let (mut keeper, mut resolver, recalled) = host.join().unwrap();
+        match (second.served, second.fallback) {
+            (1, 0) => assert!(
+                keeper.slab_at(second.handles[0].address()).is_some(),
+                "the object lies in a slab the host holds"
+            ),
+            (0, 1) => assert!(recalled > 0, "denied only once its slab was taken back"),
+            other => panic!("served/fallback {other:?}"),
+        }
+        let ahead = claimed_ahead(&caches);
+        for &base in &ahead {
+            assert!(keeper.slab_at(base).is_some(), "a slab ahead is held");
+        }
+        assert_eq!(
+            channel.taken(SMALL),
+            taken + second.served + ahead.len() as u32,
+            "and counted taken"
+        );
+        keeper.check().unwrap();
+        for alloc in [first, second].iter().filter(|a| a.served == 1) {
+            assert_eq!(
+                cached_free(&caches, &alloc.handles[..1]).lanes[0],
+                LaneStatus::Ok
+            );
+        }
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
     });
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, DriverError};
 use orchestrator::caches::{
-    BITS_ARRAY, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, LIFE_ARRAY,
+    BITS_ARRAY, COUNTERS_ARRAY, CacheChannel, CpuCaches, DEVICE_ARRAYS, FREE_COUNTERS, LIFE_ARRAY,
     device_array_lens, hash_len, run_slots, run_span_index,
 };
 use orchestrator::{DeviceCaches, DeviceMailbox, Mailbox};
@@ -184,7 +184,7 @@ impl PinnedCaches {
         &self,
         stream: &cudarc::driver::CudaStream,
     ) -> Result<[u64; FREE_COUNTERS], GpuError> {
-        let bytes = self.arrays_to_host(stream, [DEVICE_ARRAYS - 1])?.remove(0);
+        let bytes = self.arrays_to_host(stream, [COUNTERS_ARRAY])?.remove(0);
         let words: Vec<u64> = bytes
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))

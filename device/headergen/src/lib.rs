@@ -86,6 +86,7 @@ fn constants() -> Vec<(&'static str, Vec<Constant>)> {
                 "kCacheRunSpansAt": U32 = orchestrator::caches::geometry::RUN_SPANS_AT;
                 "kCacheSlabObjects": U64 = orchestrator::caches::geometry::SLAB_OBJECTS;
                 "kCacheMaxSlabBlocks": U64 = orchestrator::caches::geometry::MAX_SLAB_BLOCKS;
+                "kCacheClaimAheadMaxBlocks": U64 = orchestrator::caches::geometry::CLAIM_AHEAD_MAX_BLOCKS;
                 "kCacheBitmapWords": U32 = orchestrator::caches::geometry::BITMAP_WORDS;
                 "kSlabNumberShift": U32 = orchestrator::caches::geometry::SLAB_NUMBER_SHIFT;
                 "kCursorMask": U64 = orchestrator::caches::geometry::CURSOR_MASK;
@@ -93,6 +94,8 @@ fn constants() -> Vec<(&'static str, Vec<Constant>)> {
                 "kEntryGenerationShift": U32 = orchestrator::caches::channel::ENTRY_GENERATION_SHIFT;
                 "kCacheCounterStripes": U32 = orchestrator::caches::device::COUNTER_STRIPES;
                 "kCacheFreeCounters": U32 = orchestrator::caches::device::FREE_COUNTERS;
+                "kCacheAheadSlabs": U32 = orchestrator::caches::device::AHEAD_SLABS;
+                "kCacheAheadWords": U32 = orchestrator::caches::device::AHEAD_WORDS;
             },
         ),
         (

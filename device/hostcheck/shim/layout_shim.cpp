@@ -82,7 +82,8 @@ am::u64 am_shim_offsetof_geometry(unsigned field) {
 // entry `x`, 4 hash home of block `x` in a table of `y` entries, 8 slab id of ring entry `x`,
 // 9 base of ring entry `x`, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in
 // class `x`, 16 whether the run class serves a warp whose largest lane over 32 KiB asks `x` and
-// whose rounded sizes sum to `y` (arranged: bit 63 of `x`); ~0 for any other.
+// whose rounded sizes sum to `y` (arranged: bit 63 of `x`), 17 whether class `x` claims its next
+// slab ahead; ~0 for any other.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -95,6 +96,7 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 14: return am::cache_slot_log2((unsigned)x);
     case 15: return am::cache_object_slots((unsigned)x, y);
     case 16: return am::cache_run_class_serves((x >> 63) != 0, x & ~(1ull << 63), y);
+    case 17: return am::cache_claims_ahead((unsigned)x);
     default: return ~0ull;
   }
 }

@@ -263,7 +263,8 @@ pub fn lane_handle(
 /// `x`, 4 block-table home of block `x` in `y` entries, 8 slab id of ring entry `x`, 9 base of
 /// ring entry `x`, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in class `x`,
 /// 16 whether the run class serves a warp whose largest lane over 32 KiB asks `x` and whose
-/// rounded sizes sum to `y` (arranged: bit 63 of `x`); `u64::MAX` for any other `what`.
+/// rounded sizes sum to `y` (arranged: bit 63 of `x`), 17 whether class `x` claims its next slab
+/// ahead; `u64::MAX` for any other `what`.
 pub fn cache(what: u32, x: u64, y: u64) -> u64 {
     am_shim_cache(what, x, y)
 }

@@ -6,7 +6,8 @@
 fn cache_geometry_matches() {
     use orchestrator::caches::{
         CACHE_CLASSES, CACHED_MAX_BYTES, RUN_CLASS, cache_class, channel::entry_parts,
-        device::hash_home, object_slots, run_class_serves, slab_blocks, slab_objects, slot_log2,
+        claims_ahead, device::hash_home, object_slots, run_class_serves, slab_blocks, slab_objects,
+        slot_log2,
     };
     assert_eq!(hostcheck::cache(99, 0, 0), u64::MAX, "an unknown function");
     let mut x = 0x1234_5678_9ABC_DEF1u64;
@@ -37,6 +38,10 @@ fn cache_geometry_matches() {
     for class in 0..CACHE_CLASSES {
         assert_eq!(hostcheck::cache(1, class as u64, 0), slab_blocks(class));
         assert_eq!(hostcheck::cache(2, class as u64, 0), slab_objects(class));
+        assert_eq!(
+            hostcheck::cache(17, class as u64, 0),
+            u64::from(claims_ahead(class))
+        );
         assert_eq!(
             hostcheck::cache(14, class as u64, 0),
             u64::from(slot_log2(class))

@@ -20,8 +20,8 @@ use hostcheck::caches::HostCaches;
 use hostcheck::cases::Rng;
 use orchestrator::caches::channel::entry_word;
 use orchestrator::caches::{
-    CACHE_CLASSES, CacheChannel, CachedAlloc, CpuCaches, DEVICE_ARRAYS, RING_LEN, RUN_CLASS,
-    cache_class, run_class_serves,
+    AHEAD_ARRAY, AHEAD_WORDS, CACHE_CLASSES, CacheChannel, CachedAlloc, CpuCaches, DEVICE_ARRAYS,
+    RING_LEN, RUN_CLASS, cache_class, run_class_serves,
 };
 use orchestrator::records::LaneStatus;
 use translator::Handle;
@@ -336,9 +336,52 @@ struct Seen {
     fallback: u64,
     frees: BTreeMap<u32, u64>,
     drains: u64,
+    /// Steps after which a class held a slab claimed ahead.
+    held_ahead: u64,
+    /// Steps after which a class held more than one.
+    held_several: u64,
+    /// Steps in which a class moved into the slab it had claimed ahead.
+    started_ahead: u64,
+    /// Drains that gave a slab claimed ahead back.
+    drained_ahead: u64,
 }
 
-fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
+/// Per class, the slab number the next slab claimed ahead becomes (0: none held), the number
+/// after the last one held, and the current slab number.
+fn ahead_and_current(caches: &CpuCaches) -> Vec<(u64, u64, u64)> {
+    let words = |i: usize| -> Vec<u64> {
+        caches
+            .save(i)
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    let (ahead, class_words) = (words(AHEAD_ARRAY), words(0));
+    (0..CACHE_CLASSES)
+        .map(|c| {
+            let held = ahead[c * AHEAD_WORDS];
+            let (first, end) = (held >> 32, held & 0xFFFF_FFFF);
+            let first = if first < end { first } else { 0 };
+            (first, end, class_words[c] >> 32)
+        })
+        .collect()
+}
+
+/// What the allocating warps ask.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Draw {
+    /// Every class, the run class, sizes no class holds and lanes asking 0.
+    Mixed,
+    /// Warps of 32 lanes of 513 B to 1 KiB each (a class that claims ahead, 4 096 objects a
+    /// slab) or freeing the 32 oldest objects, and few drains: slabs run out every 128 warps
+    /// and go back in order.
+    OneSmallClass,
+}
+
+/// A step of [`Draw::OneSmallClass`]: free the 32 oldest live objects.
+const FREE_OLDEST: u64 = 100;
+
+fn run_case(seed: u64, steps: usize, draw: Draw, seen: &mut Seen) {
     let mut rng = Rng(seed);
     let rust = Side::new();
     let cpp = Side::new();
@@ -349,21 +392,48 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
     let mut last_batch: Vec<(usize, u64, u64)> = Vec::new();
     for step in 0..steps {
         let at = format!("seed {seed}, step {step}");
+        let before = ahead_and_current(&rust.caches);
+        let mut drained = false;
         let mask = (rng.next_u64() as u32) | 1;
-        match rng.below(100) {
+        // One small class: few drains, so slabs get used up between them.
+        let roll = match draw {
+            Draw::Mixed => rng.below(100),
+            Draw::OneSmallClass if rng.below(500) == 0 => 0,
+            Draw::OneSmallClass if rng.chance(50) => 2,
+            Draw::OneSmallClass => FREE_OLDEST,
+        };
+        match roll {
             0..2 => {
                 let a = rust.caches.drain();
                 let b = cpp.caches.drain();
                 assert_eq!(a, b, "{at}: drain");
                 seen.drains += 1;
+                drained = true;
+                if before.iter().any(|&(ahead, ..)| ahead != 0) {
+                    seen.drained_ahead += 1;
+                    assert!(
+                        ahead_and_current(&rust.caches)
+                            .iter()
+                            .zip(&before)
+                            .all(|(now, was)| now.0 == 0 && (was.0 == 0 || now.2 == was.1 - 1)),
+                        "{at}: a drain leaves no slab claimed ahead, the class at the last one's number"
+                    );
+                }
             }
             2..55 => {
-                let sizes = if rng.chance(20) {
+                let sizes = if draw == Draw::OneSmallClass {
+                    [rng.range(513, 1024); 32]
+                } else if rng.chance(20) {
                     draw_one_size(&mut rng, mask)
                 } else {
                     draw_sizes(&mut rng, mask)
                 };
                 let arranged = rng.chance(50);
+                let mask = if draw == Draw::OneSmallClass {
+                    u32::MAX
+                } else {
+                    mask
+                };
                 let a: CachedAlloc = TestHost::serve_while(&rust.host, || {
                     rust.caches.alloc(mask, &sizes, arranged, &|| false)
                 });
@@ -391,6 +461,17 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
                     .collect();
                 seen.served += u64::from(a.served.count_ones());
                 seen.fallback += u64::from(a.fallback.count_ones());
+            }
+            FREE_OLDEST if !live.is_empty() => {
+                // The oldest objects, so slabs empty in the order they were used and go back.
+                let n = live.len().min(32);
+                let mut words = [0u64; 32];
+                for (word, handle) in words.iter_mut().zip(live.drain(..n)) {
+                    *word = handle;
+                    freed.push(handle);
+                }
+                let mask = ((1u64 << n) - 1) as u32;
+                free_step(&rust, &cpp, &host_cpp, mask, &words, false, &at, seen);
             }
             _ if rng.chance(25) && !last_batch.is_empty() => {
                 // A warp frees objects its lanes took together, all in one bitmap word (every
@@ -448,6 +529,20 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
         }
         assert_eq!(a.1, b.1, "{at}: the block table maps differently");
         assert_eq!(a.2, b.2, "{at}: the channel's words differ");
+        let after = ahead_and_current(&rust.caches);
+        seen.held_ahead += u64::from(after.iter().any(|&(ahead, ..)| ahead != 0));
+        seen.held_several += u64::from(
+            after
+                .iter()
+                .any(|&(ahead, end, _)| ahead != 0 && end > ahead + 1),
+        );
+        seen.started_ahead += u64::from(
+            !drained
+                && before
+                    .iter()
+                    .zip(&after)
+                    .any(|(was, now)| was.0 != 0 && now.2 >= was.0 && now.0 != was.0),
+        );
     }
     let host = rust.host.lock().unwrap();
     assert!(host.returned > 0, "seed {seed}: no slab came back");
@@ -457,7 +552,7 @@ fn run_case(seed: u64, steps: usize, seen: &mut Seen) {
 fn the_gpus_caches_and_the_cpu_warps_twin_answer_alike_and_leave_the_same_words() {
     let mut seen = Seen::default();
     for seed in 1..=6 {
-        run_case(seed * 0x9E37_79B9, 300, &mut seen);
+        run_case(seed * 0x9E37_79B9, 300, Draw::Mixed, &mut seen);
     }
     // The steps reached every path they are there for.
     assert!(
@@ -483,5 +578,28 @@ fn the_gpus_caches_and_the_cpu_warps_twin_answer_alike_and_leave_the_same_words(
         seen.one_word_frees > 20,
         "warps freeing into one word: {}",
         seen.one_word_frees
+    );
+}
+
+/// Warps that use slabs of a class that claims ahead up: the lock holder that moves the class
+/// claims the host's next published slabs in one claim and posts them taken, the next moves
+/// start them without the host's words, and a drain gives them back; both sides alike at every
+/// step.
+#[test]
+fn slabs_claimed_ahead_start_without_the_host_and_drain_back_alike() {
+    let mut seen = Seen::default();
+    for seed in 1..=3 {
+        run_case(seed * 0x51_7CC1_B727, 2000, Draw::OneSmallClass, &mut seen);
+    }
+    assert!(
+        seen.held_ahead > 3000
+            && seen.held_several > 100
+            && seen.started_ahead > 5
+            && seen.drained_ahead > 5,
+        "slabs claimed ahead: held after {} steps (several after {}), started in {}, drained in {}",
+        seen.held_ahead,
+        seen.held_several,
+        seen.started_ahead,
+        seen.drained_ahead
     );
 }

@@ -163,28 +163,26 @@ impl CacheChannel {
         self.u32s(DENIED)[class].load(Ordering::Relaxed)
     }
 
-    /// Slab number `index` of `class` as `(base, slab id, cache generation)`; call after `filled`
-    /// showed it.
-    pub fn entry(&self, class: usize, index: u32) -> (u64, u32, u32) {
+    /// The ring entry of slab number `index` of `class` ([`entry_parts`] reads it); call after
+    /// `filled` showed it.
+    pub fn entry(&self, class: usize, index: u32) -> u64 {
         fence(Ordering::Acquire);
-        entry_parts(
-            self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN]
-                .load(Ordering::Relaxed),
-        )
+        self.arrays.u64s(RING)[class * RING_LEN + index as usize % RING_LEN].load(Ordering::Relaxed)
     }
 
-    /// Claim entry `index` of `class`, which `filled` showed (the class lock's holder only):
-    /// `true` when the host has not taken it back and the warp may take it; `false` when it has
-    /// (the claim is withdrawn; the warp goes on as if none were published).
-    pub fn claim(&self, class: usize, index: u32) -> bool {
+    /// Claim entries `first..=last` of `class`, which `filled` showed, `first` the count the
+    /// device has taken (the class lock's holder only): `true` when the host has not taken them
+    /// back and the warp may take them; `false` when it has (the claim is withdrawn; the warp
+    /// goes on as if none were published).
+    pub fn claim(&self, class: usize, first: u32, last: u32) -> bool {
         let claimed = &self.u32s(CLAIMED)[class];
-        claimed.store(index + 1, Ordering::Relaxed);
+        claimed.store(last + 1, Ordering::Relaxed);
         // Store, fence, load against the host's in `recall`.
         fence(Ordering::SeqCst);
-        if self.u32s(FILLED)[class].load(Ordering::Relaxed) > index {
+        if self.u32s(FILLED)[class].load(Ordering::Relaxed) > last {
             return true;
         }
-        claimed.store(index, Ordering::Relaxed);
+        claimed.store(first, Ordering::Relaxed);
         false
     }
 
@@ -234,7 +232,7 @@ mod tests {
         assert_eq!(ch.filled(2), 0);
         ch.publish(2, 0, entry_word(5 << 21, 17, 100));
         assert_eq!(ch.filled(2), 1);
-        assert_eq!(ch.entry(2, 0), (5 << 21, 17, 100));
+        assert_eq!(entry_parts(ch.entry(2, 0)), (5 << 21, 17, 100));
         let last = entry_word((1 << 47) - (2 << 20), (1 << ENTRY_ID_BITS) - 1, 127);
         assert_eq!(
             entry_parts(last),

@@ -29,11 +29,11 @@ use std::sync::atomic::Ordering;
 
 use translator::{CACHE_STAMP_FLAG, Handle, WARP_LANES};
 
-use super::channel::CacheChannel;
+use super::channel::{CacheChannel, entry_parts};
 use super::geometry::{
     BITMAP_WORDS, CACHE_CLASSES, CURSOR_MASK, RING_LEN, RUN_CLASS, RUN_SLOT_LOG2, RUN_SPANS_AT,
-    SLAB_NUMBER_SHIFT, cache_class, object_slots, run_class_serves, slab_blocks, slab_objects,
-    slot_log2,
+    SLAB_NUMBER_SHIFT, cache_class, claims_ahead, object_slots, run_class_serves, slab_blocks,
+    slab_objects, slot_log2,
 };
 use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
@@ -78,11 +78,21 @@ pub fn hash_home(block: u64, len: usize) -> usize {
 }
 
 /// Number of device arrays ([`CpuCaches::arrays`]).
-pub const DEVICE_ARRAYS: usize = 13;
+pub const DEVICE_ARRAYS: usize = 14;
 /// The slab lives' array, in [`CpuCaches::arrays`] order.
 pub const LIFE_ARRAY: usize = 8;
 /// The bitmaps' array, in [`CpuCaches::arrays`] order.
 pub const BITS_ARRAY: usize = 9;
+/// The free counters' array, in [`CpuCaches::arrays`] order.
+pub const COUNTERS_ARRAY: usize = 12;
+/// The slabs claimed ahead, in [`CpuCaches::arrays`] order.
+pub const AHEAD_ARRAY: usize = 13;
+/// The most slabs a class's lock holder claims ahead, in one claim.
+pub const AHEAD_SLABS: usize = 4;
+/// Words per class of the slabs claimed ahead: the slab numbers they become, `first << 32 |
+/// end` (numbers `first..end` are held; 0: none ever), then slab number `n`'s ring entry at
+/// `1 + n % AHEAD_SLABS`.
+pub const AHEAD_WORDS: usize = 1 + AHEAD_SLABS;
 
 /// The word of the bitmaps array holding the span of a run object at slot `slot` of slab `id`.
 pub fn run_span_index(id: u32, slot: u64) -> usize {
@@ -133,6 +143,8 @@ pub struct CpuCaches {
     returns_claimed: AtomicU64,
     /// Per stripe, frees by outcome (`LaneStatus` code 0..4).
     counters: Box<[AtomicU64]>,
+    /// Per class ([`AHEAD_WORDS`]): the slab its lock holder claimed ahead (`claims_ahead`).
+    class_ahead: Box<[AtomicU64]>,
 }
 
 fn words<T>(n: usize, new: impl Fn() -> T) -> Box<[T]> {
@@ -159,6 +171,7 @@ pub fn device_array_lens(
         (8, hash_len(max_arena_blocks)),
         (8, 1),
         (8, COUNTER_STRIPES * FREE_COUNTERS),
+        (8, CACHE_CLASSES * AHEAD_WORDS),
     ]
 }
 
@@ -182,6 +195,7 @@ impl CpuCaches {
             hash: u64s(lens[10]),
             returns_claimed: AtomicU64::new(0),
             counters: u64s(lens[12]),
+            class_ahead: u64s(lens[13]),
             channel,
         }
     }
@@ -476,13 +490,20 @@ impl CpuCaches {
         if self.number(class) != seen {
             return Advance::Moved;
         }
+        let number = seen + 1;
+        if let Some(entry) = self.take_ahead(class, number) {
+            // Claimed and posted as taken by the move before: no word of the host's to read.
+            self.start_slab(class, number, entry);
+            self.claim_ahead(class, number);
+            return Advance::Moved;
+        }
         // Slab number `seen + 1` is the host's entry `seen`.
         let index = seen;
         let mut ask = None;
         let mut polls = 0u32;
         loop {
             if self.channel.filled(class) > index {
-                if self.channel.claim(class, index) {
+                if self.channel.claim(class, index, index) {
                     break;
                 }
                 // The host took the entry back (it needed the room): ask afresh.
@@ -514,9 +535,68 @@ impl CpuCaches {
                 yield_now();
             }
         }
-        let (base, id, generation) = self.channel.entry(class, index);
+        self.start_slab(class, number, self.channel.entry(class, index));
+        self.channel.post_taken(class, number);
+        self.claim_ahead(class, number);
+        Advance::Moved
+    }
+
+    fn ahead(&self, class: usize) -> &[AtomicU64] {
+        &self.class_ahead[class * AHEAD_WORDS..][..AHEAD_WORDS]
+    }
+
+    /// The class lock's holder, having moved `class` to slab number `number` with none held
+    /// ahead: claim the host's next published slabs (entries `number..`, at most
+    /// [`AHEAD_SLABS`]) in one claim for the next moves, if the class claims ahead, and post
+    /// them taken (the host counts them held from here). No ask and no wait: when none is
+    /// published the next move asks as before.
+    fn claim_ahead(&self, class: usize, number: u32) {
+        let ahead = self.ahead(class);
+        let held = ahead[0].load(Ordering::Relaxed);
+        if !claims_ahead(class) || (held >> 32) < (held & 0xFFFF_FFFF) {
+            return;
+        }
+        let count = self
+            .channel
+            .filled(class)
+            .saturating_sub(number)
+            .min(AHEAD_SLABS as u32);
+        if count == 0 || !self.channel.claim(class, number, number + count - 1) {
+            return; // none published, or the host took them back (it needed the room)
+        }
+        for index in number..number + count {
+            // Entry `index` becomes slab number `index + 1`.
+            ahead[1 + (index as usize + 1) % AHEAD_SLABS]
+                .store(self.channel.entry(class, index), Ordering::Relaxed);
+        }
+        ahead[0].store(
+            u64::from(number + 1) << 32 | u64::from(number + 1 + count),
+            Ordering::Relaxed,
+        );
+        self.channel.post_taken(class, number + count);
+    }
+
+    /// The class lock's holder: the ring entry of the slab claimed ahead to become `class`'s
+    /// slab number `number`, taken out of the class's words; `None` when none was.
+    fn take_ahead(&self, class: usize, number: u32) -> Option<u64> {
+        let ahead = self.ahead(class);
+        let held = ahead[0].load(Ordering::Relaxed);
+        let (first, end) = ((held >> 32) as u32, held as u32);
+        if first != number || first >= end {
+            return None;
+        }
+        ahead[0].store(
+            u64::from(first + 1) << 32 | u64::from(end),
+            Ordering::Relaxed,
+        );
+        Some(ahead[1 + number as usize % AHEAD_SLABS].load(Ordering::Relaxed))
+    }
+
+    /// The class lock's holder: make the slab of ring entry `entry` `class`'s slab number
+    /// `number` (its fields, its new life, its bitmap and blocks, then the class word).
+    fn start_slab(&self, class: usize, number: u32, entry: u64) {
+        let (base, id, generation) = entry_parts(entry);
         let slab = id as usize;
-        let number = seen + 1;
         self.slab_base[slab].store(base, Ordering::Relaxed);
         self.slab_class[slab].store(class as u32, Ordering::Relaxed);
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
@@ -536,8 +616,6 @@ impl CpuCaches {
         }
         self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Release);
         self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
-        self.channel.post_taken(class, number);
-        Advance::Moved
     }
 
     /// Point block `block` at `value` (slab id + 1, or 0 for none), adding its key if new.
@@ -734,43 +812,69 @@ impl CpuCaches {
 
     /// Retire every class's current slab (no warp may run): its objects not handed out yet are
     /// marked freed (a later free of one is a double free), so the slab goes back to the host at
-    /// once if nothing of it is live, else when its last object is freed. Returns the slabs
-    /// given back now.
+    /// once if nothing of it is live, else when its last object is freed. Slabs claimed ahead
+    /// go back at once, the class word moved to the last one's number (as if they had been current and
+    /// retired empty), so the class's next move asks for the host's entry after them. Returns
+    /// the slabs given back now.
     pub fn drain(&self) -> usize {
-        let mut returned = 0;
-        for class in 0..CACHE_CLASSES {
-            let word = self.class_words[class].load(Ordering::Acquire);
-            let number = (word >> SLAB_NUMBER_SHIFT) as u32;
-            let objects = slab_objects(class);
-            let cursor = (word & CURSOR_MASK).min(objects);
-            if number == 0 || cursor == objects {
-                continue;
-            }
-            let Some(slab) = self.slab_of_number(class, number) else {
-                tracing::error!(class, number, "no slab id holds the current slab");
-                continue;
-            };
-            self.class_words[class].store(
-                u64::from(number) << SLAB_NUMBER_SHIFT | objects,
-                Ordering::Release,
-            );
-            for slot in cursor..objects {
-                self.bits[slab * BITMAP_WORDS + slot as usize / 32]
-                    .fetch_or(1 << (slot % 32), Ordering::Relaxed);
-            }
-            let unclaimed = (objects - cursor) as u32;
-            if self.slab_live[slab].fetch_sub(unclaimed, Ordering::AcqRel) == unclaimed {
-                self.return_slab(slab);
-                returned += 1;
-            }
+        (0..CACHE_CLASSES)
+            .map(|class| self.retire_current(class) + self.give_back_ahead(class))
+            .sum()
+    }
+
+    /// [`CpuCaches::drain`]'s part for the slabs claimed ahead of `class`: how many it held.
+    fn give_back_ahead(&self, class: usize) -> usize {
+        let ahead = self.ahead(class);
+        let held = ahead[0].swap(0, Ordering::Relaxed);
+        let (first, end) = ((held >> 32) as u32, held as u32);
+        if first >= end {
+            return 0;
         }
-        returned
+        self.class_words[class].store(
+            u64::from(end - 1) << SLAB_NUMBER_SHIFT | slab_objects(class),
+            Ordering::Release,
+        );
+        for number in first..end {
+            // Never started, so none of its blocks is mapped: it goes straight to the host.
+            let entry = ahead[1 + number as usize % AHEAD_SLABS].load(Ordering::Relaxed);
+            self.post_return(entry_parts(entry).1 as usize);
+        }
+        (end - first) as usize
+    }
+
+    /// [`CpuCaches::drain`]'s part for the current slab of `class`: 1 when it went back now.
+    fn retire_current(&self, class: usize) -> usize {
+        let word = self.class_words[class].load(Ordering::Acquire);
+        let number = (word >> SLAB_NUMBER_SHIFT) as u32;
+        let objects = slab_objects(class);
+        let cursor = (word & CURSOR_MASK).min(objects);
+        if number == 0 || cursor == objects {
+            return 0;
+        }
+        let Some(slab) = self.slab_of_number(class, number) else {
+            tracing::error!(class, number, "no slab id holds the current slab");
+            return 0;
+        };
+        self.class_words[class].store(
+            u64::from(number) << SLAB_NUMBER_SHIFT | objects,
+            Ordering::Release,
+        );
+        for slot in cursor..objects {
+            self.bits[slab * BITMAP_WORDS + slot as usize / 32]
+                .fetch_or(1 << (slot % 32), Ordering::Relaxed);
+        }
+        let unclaimed = (objects - cursor) as u32;
+        if self.slab_live[slab].fetch_sub(unclaimed, Ordering::AcqRel) != unclaimed {
+            return 0;
+        }
+        self.return_slab(slab);
+        1
     }
 
     /// The device state as arrays of words, in the order of `am::DeviceCaches`'s device
-    /// pointers: class words, class locks, class slabs, slab base, class, live, number, generation,
-    /// life, bitmaps, block table, returns claimed, free counters. The cuda backend copies its device memory through
-    /// these to drain on the host.
+    /// pointers: class words, class locks, class slabs, slab base, class, live, number,
+    /// generation, life, bitmaps, block table, returns claimed, free counters, slabs claimed
+    /// ahead. The cuda backend copies its device memory through these to drain on the host.
     pub fn arrays(&self) -> [DeviceArray<'_>; DEVICE_ARRAYS] {
         use DeviceArray::{U32, U64};
         [
@@ -787,6 +891,7 @@ impl CpuCaches {
             U64(&self.hash),
             U64(std::slice::from_ref(&self.returns_claimed)),
             U64(&self.counters),
+            U64(&self.class_ahead),
         ]
     }
 
@@ -828,6 +933,11 @@ impl CpuCaches {
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, 0);
         }
+        self.post_return(slab);
+    }
+
+    /// Post slab `slab` to the host's returns ring.
+    fn post_return(&self, slab: usize) {
         let i = self.returns_claimed.fetch_add(1, Ordering::AcqRel);
         self.channel.post_return(i, slab as u32);
     }
@@ -1034,6 +1144,116 @@ mod tests {
             false,
             &|| false,
         )
+    }
+
+    /// A class of 1-2 block slabs moves into the slabs its lock holder claimed ahead without the
+    /// host: the host takes its published slabs back meanwhile (not those, which it counts
+    /// taken) and tends no more, and no ask is posted. A drain gives the slabs claimed ahead
+    /// back at once, the class word at the last one's number, and the class's next move takes
+    /// the host's entry after them.
+    #[test]
+    fn a_small_class_moves_into_the_slabs_it_claimed_ahead_and_a_drain_gives_them_back() {
+        const SMALL: usize = 6; // 1 KiB objects, 4 096 a slab of 2 blocks: 128 warps
+        assert!(claims_ahead(SMALL) && !claims_ahead(SMALL + 1));
+        let warps = |caches: &CpuCaches, n: usize| {
+            for _ in 0..n {
+                let got = caches.alloc(u32::MAX, &[1024; WARP_LANES], false, &|| false);
+                assert_eq!(got.served, u32::MAX);
+            }
+        };
+        // The slab numbers held ahead, and the slabs they are (base, id).
+        let ahead = |caches: &CpuCaches| {
+            let words = caches.ahead(SMALL);
+            let held = words[0].load(Ordering::Relaxed);
+            let numbers = (held >> 32) as u32..held as u32;
+            let slabs: Vec<(u64, u32)> = numbers
+                .clone()
+                .map(|n| {
+                    let entry = words[1 + n as usize % AHEAD_SLABS].load(Ordering::Relaxed);
+                    let (base, id, _) = entry_parts(entry);
+                    (base, id)
+                })
+                .collect();
+            (numbers, slabs)
+        };
+        let (caches, host) = caches_and_host(64, 4096, 4096 * VABLOCK_BYTES, Bump { next: BASE });
+        let channel = caches.channel.clone();
+        // Slab 1 used up; the move to slab 2 claims the slabs the host has published past it
+        // (the host, tending, has by then) in one claim and posts them taken.
+        with_host(&host, || warps(&caches, 129));
+        let (numbers, slabs) = ahead(&caches);
+        assert!(
+            numbers.start == 3 && numbers.end > 3,
+            "claimed ahead: {numbers:?}"
+        );
+        assert!(numbers.len() <= AHEAD_SLABS);
+        assert_eq!(caches.number(SMALL), 2);
+        assert_eq!(channel.taken(SMALL), numbers.end - 1);
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.recall(source);
+            assert_eq!(
+                channel.filled(SMALL),
+                numbers.end - 1,
+                "published slabs taken back"
+            );
+            for &(base, id) in &slabs {
+                let held = keeper.slab_at(base).map(|(i, _)| i);
+                assert_eq!(held, Some(id), "but not those claimed ahead");
+            }
+            keeper.check().unwrap();
+        }
+        let asks = channel.demand(SMALL);
+        warps(&caches, 128 * numbers.len());
+        assert_eq!(
+            caches.number(SMALL),
+            numbers.end - 1,
+            "moved through the slabs claimed ahead with no host"
+        );
+        assert_eq!(channel.demand(SMALL), asks, "without asking");
+        assert!(
+            ahead(&caches).0.is_empty(),
+            "nothing published to claim ahead"
+        );
+
+        // After a drain and the host's reclaim, the class is used again: slabs claimed ahead
+        // again, then drained.
+        caches.drain();
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.reclaim(source);
+        }
+        with_host(&host, || warps(&caches, 129));
+        let (numbers, slabs) = ahead(&caches);
+        assert!(!numbers.is_empty(), "claimed ahead again");
+        let returns = caches.returns_claimed.load(Ordering::Relaxed);
+        assert_eq!(
+            caches.drain(),
+            numbers.len(),
+            "the slabs ahead (the current one's objects are live)"
+        );
+        assert!(ahead(&caches).0.is_empty());
+        let returned: Vec<u32> = (returns..returns + slabs.len() as u64)
+            .map(|i| channel.returned(i).expect("posted"))
+            .collect();
+        assert_eq!(returned, slabs.iter().map(|s| s.1).collect::<Vec<_>>());
+        assert_eq!(
+            caches.number(SMALL),
+            numbers.end - 1,
+            "the class word at the last slab given back"
+        );
+        assert_eq!(channel.taken(SMALL), numbers.end - 1);
+        {
+            let (keeper, source) = &mut *host.lock();
+            keeper.reclaim(source);
+            keeper.check().unwrap();
+        }
+        with_host(&host, || warps(&caches, 1));
+        assert_eq!(
+            caches.number(SMALL),
+            numbers.end,
+            "the host's entry after them"
+        );
     }
 
     /// A warp that took objects of slab number `n` and reads the class's ring only after the

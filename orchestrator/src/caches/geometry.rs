@@ -51,6 +51,12 @@ pub const SLAB_OBJECTS: u64 = 4096;
 pub const MAX_SLAB_BLOCKS: u64 = 16;
 /// `u32` words of one slab's bitmap (enough for the most objects any slab holds).
 pub const BITMAP_WORDS: usize = (VABLOCK_BYTES >> MIN_OBJECT_LOG2) as usize / 32;
+/// Classes whose slab is at most this many VABlocks claim their next slab ahead: the lock
+/// holder that moved the class to a slab claims the host's next published one before it lets
+/// the lock go, so the next move starts it without reading the host's words across the bus
+/// (a move of a 1-2 block slab costs those reads, not its start; larger slabs' starts cost
+/// more than the reads, and each slab held ahead is room the host cannot take back).
+pub const CLAIM_AHEAD_MAX_BLOCKS: u64 = 2;
 /// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below. Each warp
 /// that finds its slab used up adds at most 32 to the cursor before it waits for the next slab,
 /// and the lock holder puts an overshot cursor back when the host denies one, so 32 bits hold
@@ -103,6 +109,11 @@ pub fn slab_blocks(class: usize) -> u64 {
         return RUN_SLAB_BLOCKS;
     }
     (SLAB_OBJECTS * class_bytes(class) / VABLOCK_BYTES).clamp(1, MAX_SLAB_BLOCKS)
+}
+
+/// Whether `class` claims its next slab ahead ([`CLAIM_AHEAD_MAX_BLOCKS`]): 16 B to 1 KiB.
+pub fn claims_ahead(class: usize) -> bool {
+    slab_blocks(class) <= CLAIM_AHEAD_MAX_BLOCKS
 }
 
 /// Slots in one slab of class `class` (its objects, except in the run class).
@@ -161,6 +172,8 @@ mod tests {
         assert_eq!(slab_blocks(0), 1);
         assert_eq!(slab_objects(0), 131_072);
         assert_eq!(slab_blocks(11), 16);
+        let ahead: Vec<usize> = (0..CACHE_CLASSES).filter(|&c| claims_ahead(c)).collect();
+        assert_eq!(ahead, (0..=6).collect::<Vec<_>>(), "16 B to 1 KiB");
         // The run class: the slots' bits, then a span word per slot, in one slab's words; its
         // largest object fits a slab many times over.
         let slots = slab_objects(RUN_CLASS) as usize;

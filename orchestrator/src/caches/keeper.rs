@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::channel::{CacheChannel, entry_word};
+use super::channel::{CacheChannel, entry_parts, entry_word};
 use super::geometry::{CACHE_CLASSES, MAX_SLAB_BLOCKS, RING_LEN, class_bytes, slab_blocks};
 use ortree::VABLOCK_BYTES;
 use translator::CACHE_GENERATIONS;
@@ -469,7 +469,7 @@ impl CacheKeeper {
     ) -> usize {
         let mut given = 0;
         for index in taken..self.filled[class] {
-            let (_, id, _) = self.channel.entry(class, index);
+            let (_, id, _) = entry_parts(self.channel.entry(class, index));
             if let Some(base) = self.give_back(id, source) {
                 tracing::trace!(
                     class,
@@ -914,7 +914,7 @@ mod tests {
         channel.post_demand(0, 1);
         keeper.tend(&mut source);
         assert_eq!(channel.filled(0), 1, "the ask is answered with a slab");
-        let (base, ..) = channel.entry(0, 0);
+        let (base, ..) = entry_parts(channel.entry(0, 0));
         assert_eq!(
             base,
             2 * VABLOCK_BYTES,
@@ -1003,8 +1003,8 @@ mod tests {
                     Step::Take(class) => {
                         let index = device.taken[class];
                         if channel.filled(class) > index {
-                            prop_assert!(channel.claim(class, index), "no recall under way");
-                            let (base, id, generation) = channel.entry(class, index);
+                            prop_assert!(channel.claim(class, index, index), "no recall under way");
+                            let (base, id, generation) = entry_parts(channel.entry(class, index));
                             // A slab's cache generation is above that of every earlier slab
                             // on any of its blocks.
                             let first = base / VABLOCK_BYTES;

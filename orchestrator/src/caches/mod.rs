@@ -23,7 +23,11 @@
 //!    slots left there as freed before it moves on. The warp that finds the slab used
 //!    up takes the class lock and moves the class to the next slab: if `filled[c]` shows it, it
 //!    claims it (`claimed[c]`, then `filled[c]` read again, see 5.), sets the slab's state, maps
-//!    its blocks in the block table, publishes the class word and writes `taken[c]`; if not, it posts one ask (`demand[c]`, a count kept in the lock word)
+//!    its blocks in the block table, publishes the class word and writes `taken[c]`; in the
+//!    classes of 1-2 block slabs it then claims the next published slabs ahead (up to
+//!    `AHEAD_SLABS` entries, one claim), keeps their entries in device memory and writes
+//!    `taken[c]` past them, so the next moves start them without the host's words; if none is
+//!    published, it posts one ask (`demand[c]`, a count kept in the lock word)
 //!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
 //!    reached), the lanes ask through the mailbox instead. While `denied[c]` holds the class's
 //!    last ask, later warps that find the class used up go to the mailbox without asking; the
@@ -41,8 +45,8 @@
 //!    resolver for the request; the class's last ask is denied (a warp may wait for what was
 //!    taken back). Otherwise `filled[c]` is put back as it was.
 //!
-//! Invariants: a slab id is in at most one of: free at the host, in a ring, current or exhausted
-//! on the device, in the returns ring; its blocks are a live cache chunk of the resolver from
+//! Invariants: a slab id is in at most one of: free at the host, in a ring, claimed ahead,
+//! current or exhausted on the device, in the returns ring; its blocks are a live cache chunk of the resolver from
 //! the moment it is placed until the host reads it back; the blocks the caches hold never exceed
 //! the configured bound.
 
@@ -53,12 +57,13 @@ pub mod keeper;
 
 pub use channel::CacheChannel;
 pub use device::{
-    BITS_ARRAY, COUNTER_STRIPES, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray,
-    FREE_COUNTERS, LIFE_ARRAY, device_array_lens, hash_len, run_slots, run_span_index,
+    AHEAD_ARRAY, AHEAD_SLABS, AHEAD_WORDS, BITS_ARRAY, COUNTER_STRIPES, COUNTERS_ARRAY,
+    CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, FREE_COUNTERS, LIFE_ARRAY,
+    device_array_lens, hash_len, run_slots, run_span_index,
 };
 pub use geometry::{
     BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, POWER_CLASSES_MAX_BYTES,
-    RING_LEN, RUN_CLASS, RUN_SLOT_LOG2, RUN_SPANS_AT, cache_class, class_bytes, object_slots,
-    run_class_serves, slab_blocks, slab_objects, slot_log2,
+    RING_LEN, RUN_CLASS, RUN_SLOT_LOG2, RUN_SPANS_AT, cache_class, claims_ahead, class_bytes,
+    object_slots, run_class_serves, slab_blocks, slab_objects, slot_log2,
 };
 pub use keeper::{CacheKeeper, CacheStats, CacheStatsSnapshot, SlabSource};

@@ -137,6 +137,9 @@ typedef struct am_device_caches {
   uint64_t returns_claimed;
   // Device memory, `u64` per stripe and free outcome: device frees by `LaneStatus` code.
   uint64_t counters;
+  // Device memory, `AHEAD_WORDS` `u64` per class: the slab numbers its lock holder holds
+  // claimed ahead (`first << 32 | end`), then their ring entries (`caches::device`).
+  uint64_t class_ahead;
   // Host-written: `u32` per class, slabs filled.
   uint64_t filled;
   // Host-written: `u32` per class, asks denied.

@@ -79,6 +79,7 @@ constexpr u64 kCacheRunSlabBlocks = 16ull;  // orchestrator::caches::geometry::R
 constexpr u32 kCacheRunSpansAt = 64u;  // orchestrator::caches::geometry::RUN_SPANS_AT
 constexpr u64 kCacheSlabObjects = 4096ull;  // orchestrator::caches::geometry::SLAB_OBJECTS
 constexpr u64 kCacheMaxSlabBlocks = 16ull;  // orchestrator::caches::geometry::MAX_SLAB_BLOCKS
+constexpr u64 kCacheClaimAheadMaxBlocks = 2ull;  // orchestrator::caches::geometry::CLAIM_AHEAD_MAX_BLOCKS
 constexpr u32 kCacheBitmapWords = 4096u;  // orchestrator::caches::geometry::BITMAP_WORDS
 constexpr u32 kSlabNumberShift = 32u;  // orchestrator::caches::geometry::SLAB_NUMBER_SHIFT
 constexpr u64 kCursorMask = 4294967295ull;  // orchestrator::caches::geometry::CURSOR_MASK
@@ -86,6 +87,8 @@ constexpr u32 kEntryIdBits = 15u;  // orchestrator::caches::channel::ENTRY_ID_BI
 constexpr u32 kEntryGenerationShift = 48u;  // orchestrator::caches::channel::ENTRY_GENERATION_SHIFT
 constexpr u32 kCacheCounterStripes = 32u;  // orchestrator::caches::device::COUNTER_STRIPES
 constexpr u32 kCacheFreeCounters = 4u;  // orchestrator::caches::device::FREE_COUNTERS
+constexpr u32 kCacheAheadSlabs = 4u;  // orchestrator::caches::device::AHEAD_SLABS
+constexpr u32 kCacheAheadWords = 5u;  // orchestrator::caches::device::AHEAD_WORDS
 
 // ---- The device settings' bound
 
@@ -186,6 +189,7 @@ struct DeviceCaches {
   u64* blocks;
   u64* returns_claimed;
   u64* counters;
+  u64* class_ahead;
   const u32* filled;
   const u32* denied;
   const u64* ring;
@@ -194,7 +198,7 @@ struct DeviceCaches {
   u64* returns;
   u32* claimed;
 };
-static_assert(sizeof(DeviceCaches) == 176, "DeviceCaches is laid out as in Rust");
+static_assert(sizeof(DeviceCaches) == 184, "DeviceCaches is laid out as in Rust");
 #if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(DeviceCaches, classes) == 0, "DeviceCaches::classes is laid out as in Rust");
 static_assert(__builtin_offsetof(DeviceCaches, max_slabs) == 4, "DeviceCaches::max_slabs is laid out as in Rust");
@@ -213,13 +217,14 @@ static_assert(__builtin_offsetof(DeviceCaches, bits) == 88, "DeviceCaches::bits 
 static_assert(__builtin_offsetof(DeviceCaches, blocks) == 96, "DeviceCaches::blocks is laid out as in Rust");
 static_assert(__builtin_offsetof(DeviceCaches, returns_claimed) == 104, "DeviceCaches::returns_claimed is laid out as in Rust");
 static_assert(__builtin_offsetof(DeviceCaches, counters) == 112, "DeviceCaches::counters is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, filled) == 120, "DeviceCaches::filled is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, denied) == 128, "DeviceCaches::denied is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, ring) == 136, "DeviceCaches::ring is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, taken) == 144, "DeviceCaches::taken is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, demand) == 152, "DeviceCaches::demand is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, returns) == 160, "DeviceCaches::returns is laid out as in Rust");
-static_assert(__builtin_offsetof(DeviceCaches, claimed) == 168, "DeviceCaches::claimed is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, class_ahead) == 120, "DeviceCaches::class_ahead is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, filled) == 128, "DeviceCaches::filled is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, denied) == 136, "DeviceCaches::denied is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, ring) == 144, "DeviceCaches::ring is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, taken) == 152, "DeviceCaches::taken is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, demand) == 160, "DeviceCaches::demand is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, returns) == 168, "DeviceCaches::returns is laid out as in Rust");
+static_assert(__builtin_offsetof(DeviceCaches, claimed) == 176, "DeviceCaches::claimed is laid out as in Rust");
 #endif
 
 // orchestrator::records::DeviceMailbox
@@ -234,7 +239,7 @@ struct DeviceMailbox {
   u32* locks;
   DeviceCaches caches;
 };
-static_assert(sizeof(DeviceMailbox) == 232, "DeviceMailbox is laid out as in Rust");
+static_assert(sizeof(DeviceMailbox) == 240, "DeviceMailbox is laid out as in Rust");
 #if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(DeviceMailbox, ports) == 0, "DeviceMailbox::ports is laid out as in Rust");
 static_assert(__builtin_offsetof(DeviceMailbox, reserved) == 4, "DeviceMailbox::reserved is laid out as in Rust");

@@ -11,7 +11,10 @@
 // takes the class lock and moves the class to the next slab the host published, its lanes of the
 // class sharing the new slab's bitmap words and blocks (it asks once
 // with `demand` and waits when none is there yet; it claims a published slab before it reads
-// it, because the host may take slabs it published back when it needs their room); when the
+// it, because the host may take slabs it published back when it needs their room; in classes of
+// 1-2 block slabs, once the class word moved, it claims the host's next published slabs ahead
+// too, several in one claim, so the next moves start them without reading the host's words);
+// when the
 // host denies it one, the lanes ask through the mailbox instead, and so do the class's next
 // lanes, without asking, until the host publishes a slab or withdraws the denial. A free finds the slab of its address in the block
 // table, sets the object's bit in the slab's bitmap (a bit already set is a double free) and
@@ -167,20 +170,20 @@ __device__ inline int cache_slab_of_number(const DeviceCaches& c, u32 cls, u32 n
   return -1;
 }
 
-// The class lock's holder: claim entry `index` of class `cls`, which `filled` showed. true: the
-// host has not taken it back, take it; false: it has (it needed the room), the claim is
-// withdrawn and the entry counts as not published. Store, fence, load against the host's
-// recall (lower `filled`, fence, read `claimed`): one of the two sees the other's store
-// (orchestrator/src/caches/channel.rs).
-__device__ inline bool cache_claim(const DeviceCaches& c, u32 cls, u32 index) {
+// The class lock's holder: claim entries `first..=last` of class `cls`, which `filled` showed,
+// `first` the count the device has taken. true: the host has not taken them back, take them;
+// false: it has (it needed the room), the claim is withdrawn and the entries count as not
+// published. Store, fence, load against the host's recall (lower `filled`, fence, read
+// `claimed`): one of the two sees the other's store (orchestrator/src/caches/channel.rs).
+__device__ inline bool cache_claim(const DeviceCaches& c, u32 cls, u32 first, u32 last) {
   system_atomic<u32> claimed(c.claimed[cls]);
-  claimed.store(index + 1, cuda::memory_order_relaxed);
+  claimed.store(last + 1, cuda::memory_order_relaxed);
   cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
   if (system_atomic<u32>(*const_cast<u32*>(&c.filled[cls])).load(cuda::memory_order_relaxed) >
-      index) {
+      last) {
     return true;
   }
-  claimed.store(index, cuda::memory_order_relaxed);
+  claimed.store(first, cuda::memory_order_relaxed);
   return false;
 }
 
@@ -198,10 +201,51 @@ __device__ inline void cache_settle_cursor(device_atomic<u64>& word, u32 seen, u
 }
 
 // What cache_advance_locked found: the class moved on (by another warp), or the host denied the
-// next slab (or the service stopped), or this lock holder claimed the slab and starts it.
+// next slab (or the service stopped), or this lock holder claimed the slab and starts it (from
+// the host's ring, or the one the move before claimed ahead, which the host counts taken).
 constexpr u32 kAdvanceDenied = 0;
 constexpr u32 kAdvanceMoved = 1;
 constexpr u32 kAdvanceClaimed = 2;
+constexpr u32 kAdvanceClaimedAhead = 3;
+
+// The class lock's holder: the ring entry of the slab claimed ahead to become class `cls`'s slab
+// number `number` in *entry, taken out of the class's words (`first << 32 | end`: the numbers
+// held, then number n's entry at 1 + n % kCacheAheadSlabs); false when none was.
+__device__ inline bool cache_take_ahead(const DeviceCaches& c, u32 cls, u32 number, u64* entry) {
+  u64* ahead = c.class_ahead + (u64)cls * kCacheAheadWords;
+  const u64 held = device_atomic<u64>(ahead[0]).load(cuda::memory_order_relaxed);
+  const u32 first = (u32)(held >> 32), end = (u32)held;
+  if (first != number || first >= end) return false;
+  device_atomic<u64>(ahead[0]).store((u64)(first + 1) << 32 | end, cuda::memory_order_relaxed);
+  *entry = device_atomic<u64>(ahead[1 + number % kCacheAheadSlabs]).load(cuda::memory_order_relaxed);
+  return true;
+}
+
+// The class lock's holder, having moved class `cls` to slab number `number`, with none held
+// ahead: claim the host's next published slabs (entries `number..`, at most kCacheAheadSlabs) in
+// one claim for the next moves, where the class claims ahead, and post them taken (the host
+// counts them held from here). No ask and no wait: when none is published the next move asks as
+// before. One claim's reads of the host's words (the count, the claim's fenced store and read,
+// the entries) serve several moves.
+__device__ inline void cache_claim_ahead(const DeviceCaches& c, u32 cls, u32 number) {
+  u64* ahead = c.class_ahead + (u64)cls * kCacheAheadWords;
+  const u64 held = device_atomic<u64>(ahead[0]).load(cuda::memory_order_relaxed);
+  if (!cache_claims_ahead(cls) || (held >> 32) < (held & 0xFFFFFFFFull)) return;
+  const u32 filled = cache_peek(&c.filled[cls]);
+  if (filled <= number) return;
+  const u32 count = filled - number < kCacheAheadSlabs ? filled - number : kCacheAheadSlabs;
+  if (!cache_claim(c, cls, number, number + count - 1)) return;  // the host took them back
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+  for (u32 index = number; index < number + count; ++index) {
+    // Entry `index` becomes slab number index + 1.
+    const u64 entry =
+        *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
+    device_atomic<u64>(ahead[1 + (index + 1) % kCacheAheadSlabs]).store(entry, cuda::memory_order_relaxed);
+  }
+  device_atomic<u64>(ahead[0]).store((u64)(number + 1) << 32 | (number + 1 + count),
+                                     cuda::memory_order_relaxed);
+  system_atomic<u32>(c.taken[cls]).store(number + count, cuda::memory_order_release);
+}
 
 // The class lock's holder: claim the slab after slab number `seen` of class `cls`, the host's
 // ring entry in *entry; `*asks` numbers the asks it posts.
@@ -209,12 +253,13 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
                                            u32 seen, u32* asks, u64* entry) {
   device_atomic<u64> word(c.class_words[cls]);
   if ((u32)(word.load(cuda::memory_order_acquire) >> kSlabNumberShift) != seen) return kAdvanceMoved;
+  if (cache_take_ahead(c, cls, seen + 1, entry)) return kAdvanceClaimedAhead;
   const u32 index = seen;  // slab number seen + 1 is the host's entry `seen`
   u32 ask = 0;
   u32 pause = kRefillPauseMinNs;
   for (u32 polls = 1;; ++polls) {
     if (cache_peek(&c.filled[cls]) > index) {
-      if (cache_claim(c, cls, index)) {
+      if (cache_claim(c, cls, index, index)) {
         cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
         break;
       }
@@ -285,18 +330,24 @@ __device__ inline void cache_prepare_slab_part(const DeviceCaches& c, u32 cls, u
 }
 
 // The last step: the class's ring of ids and its word move to the slab (release: a warp that
-// takes objects from it sees the steps before), and the host learns it was taken.
-__device__ inline void cache_finish_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry) {
+// takes objects from it sees the steps before), the host learns it was taken (`found`
+// kAdvanceClaimed; a slab claimed ahead was posted taken then), and the class claims the next
+// one ahead.
+__device__ inline void cache_finish_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry,
+                                         u32 found) {
   device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
       .store(cache_entry_id(entry), cuda::memory_order_release);
   device_atomic<u64>(c.class_words[cls]).exchange((u64)number << kSlabNumberShift,
                                                    cuda::memory_order_release);
-  system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
+  if (found == kAdvanceClaimed) {
+    system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
+  }
+  cache_claim_ahead(c, cls, number);
 }
 
 // One lane: take class `cls`'s lock, unless the class moved past slab number `seen` meanwhile
-// (kAdvanceMoved), and find its next slab (cache_advance_locked). On kAdvanceClaimed the lock is
-// still held, *asks to be written back with it; else it was given back. The class lock word is
+// (kAdvanceMoved), and find its next slab (cache_advance_locked). On kAdvanceClaimed and
+// kAdvanceClaimedAhead the lock is still held, *asks to be written back with it; else it was given back. The class lock word is
 // asks << 1 | held.
 __device__ inline u32 cache_lock_and_advance(const DeviceCaches& c, const u32* closed, u32 cls,
                                              u32 seen, u32* asks, u64* entry) {
@@ -313,7 +364,7 @@ __device__ inline u32 cache_lock_and_advance(const DeviceCaches& c, const u32* c
                                      cuda::memory_order_relaxed)) {
       *asks = current >> 1;
       const u32 found = cache_advance_locked(c, closed, cls, seen, asks, entry);
-      if (found != kAdvanceClaimed) lock.store(*asks << 1, cuda::memory_order_release);
+      if (found < kAdvanceClaimed) lock.store(*asks << 1, cuda::memory_order_release);
       return found;
     }
     __nanosleep(pause);
@@ -331,10 +382,10 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
   u32 asks = 0;
   u64 entry = 0;
   const u32 found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
-  if (found != kAdvanceClaimed) return found;
+  if (found < kAdvanceClaimed) return found;
   const u32 life = cache_begin_slab(c, cls, seen + 1, entry);
   cache_prepare_slab_part(c, cls, entry, life, 0, 1);
-  cache_finish_slab(c, cls, seen + 1, entry);
+  cache_finish_slab(c, cls, seen + 1, entry, found);
   cache_unlock_class(c, cls, asks);
   return kAdvanceMoved;
 }
@@ -350,10 +401,10 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
   u64 entry = 0;
   if (lane == leader) {
     found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
-    if (found == kAdvanceClaimed) life = cache_begin_slab(c, cls, seen + 1, entry);
+    if (found >= kAdvanceClaimed) life = cache_begin_slab(c, cls, seen + 1, entry);
   }
   found = shfl32(mask, found, leader);
-  if (found != kAdvanceClaimed) return found;
+  if (found < kAdvanceClaimed) return found;
   entry = shfl64(mask, entry, leader);
   life = shfl32(mask, life, leader);
   // The leader's fields and life before every lane's words; every lane's words and blocks
@@ -363,7 +414,7 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
                           (u32)__popc(mask));
   cache_lanes_meet(mask);
   if (lane == leader) {
-    cache_finish_slab(c, cls, seen + 1, entry);
+    cache_finish_slab(c, cls, seen + 1, entry, found);
     cache_unlock_class(c, cls, asks);
   }
   return kAdvanceMoved;
