@@ -813,9 +813,9 @@ impl CpuCaches {
     /// Retire every class's current slab (no warp may run): its objects not handed out yet are
     /// marked freed (a later free of one is a double free), so the slab goes back to the host at
     /// once if nothing of it is live, else when its last object is freed. Slabs claimed ahead
-    /// go back at once, the class word moved to the last one's number (as if they had been current and
-    /// retired empty), so the class's next move asks for the host's entry after them. Returns
-    /// the slabs given back now.
+    /// go back at once, the class word moved to the last one's number (as if they had been
+    /// current and retired empty), so the class's next move asks for the host's entry after
+    /// them. Returns the slabs given back now.
     pub fn drain(&self) -> usize {
         (0..CACHE_CLASSES)
             .map(|class| self.retire_current(class) + self.give_back_ahead(class))

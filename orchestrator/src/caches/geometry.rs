@@ -51,11 +51,12 @@ pub const SLAB_OBJECTS: u64 = 4096;
 pub const MAX_SLAB_BLOCKS: u64 = 16;
 /// `u32` words of one slab's bitmap (enough for the most objects any slab holds).
 pub const BITMAP_WORDS: usize = (VABLOCK_BYTES >> MIN_OBJECT_LOG2) as usize / 32;
-/// Classes whose slab is at most this many VABlocks claim their next slab ahead: the lock
-/// holder that moved the class to a slab claims the host's next published one before it lets
-/// the lock go, so the next move starts it without reading the host's words across the bus
-/// (a move of a 1-2 block slab costs those reads, not its start; larger slabs' starts cost
-/// more than the reads, and each slab held ahead is room the host cannot take back).
+/// Classes whose slab is at most this many VABlocks claim their next slabs ahead: the lock
+/// holder that moved the class to a slab with none held ahead claims the host's next published
+/// ones (`device::AHEAD_SLABS` at most) in one claim before it lets the lock go, so the moves
+/// after it start them without reading the host's words across the bus. The claim is 40% of a
+/// move of a 1-2 block slab (docs/benchmarks.md); larger slabs move less often, and each slab
+/// held ahead is room the host cannot take back while kernels run.
 pub const CLAIM_AHEAD_MAX_BLOCKS: u64 = 2;
 /// The class word: slab number (1-based; 0 = none yet) above this bit, cursor below. Each warp
 /// that finds its slab used up adds at most 32 to the cursor before it waits for the next slab,

@@ -46,9 +46,9 @@
 //!    taken back). Otherwise `filled[c]` is put back as it was.
 //!
 //! Invariants: a slab id is in at most one of: free at the host, in a ring, claimed ahead,
-//! current or exhausted on the device, in the returns ring; its blocks are a live cache chunk of the resolver from
-//! the moment it is placed until the host reads it back; the blocks the caches hold never exceed
-//! the configured bound.
+//! current or exhausted on the device, in the returns ring; its blocks are a live cache chunk of
+//! the resolver from the moment it is placed until the host reads it back; the blocks the caches
+//! hold never exceed the configured bound.
 
 pub mod channel;
 pub mod device;

@@ -217,7 +217,8 @@ __device__ inline bool cache_take_ahead(const DeviceCaches& c, u32 cls, u32 numb
   const u32 first = (u32)(held >> 32), end = (u32)held;
   if (first != number || first >= end) return false;
   device_atomic<u64>(ahead[0]).store((u64)(first + 1) << 32 | end, cuda::memory_order_relaxed);
-  *entry = device_atomic<u64>(ahead[1 + number % kCacheAheadSlabs]).load(cuda::memory_order_relaxed);
+  device_atomic<u64> held_entry(ahead[1 + number % kCacheAheadSlabs]);
+  *entry = held_entry.load(cuda::memory_order_relaxed);
   return true;
 }
 
@@ -238,9 +239,10 @@ __device__ inline void cache_claim_ahead(const DeviceCaches& c, u32 cls, u32 num
   cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
   for (u32 index = number; index < number + count; ++index) {
     // Entry `index` becomes slab number index + 1.
-    const u64 entry =
-        *reinterpret_cast<const volatile u64*>(&c.ring[cls * c.ring_len + (index & (c.ring_len - 1))]);
-    device_atomic<u64>(ahead[1 + (index + 1) % kCacheAheadSlabs]).store(entry, cuda::memory_order_relaxed);
+    const u64* at = &c.ring[cls * c.ring_len + (index & (c.ring_len - 1))];
+    const u64 entry = *reinterpret_cast<const volatile u64*>(at);
+    device_atomic<u64>(ahead[1 + (index + 1) % kCacheAheadSlabs])
+        .store(entry, cuda::memory_order_relaxed);
   }
   device_atomic<u64>(ahead[0]).store((u64)(number + 1) << 32 | (number + 1 + count),
                                      cuda::memory_order_relaxed);
@@ -347,8 +349,8 @@ __device__ inline void cache_finish_slab(const DeviceCaches& c, u32 cls, u32 num
 
 // One lane: take class `cls`'s lock, unless the class moved past slab number `seen` meanwhile
 // (kAdvanceMoved), and find its next slab (cache_advance_locked). On kAdvanceClaimed and
-// kAdvanceClaimedAhead the lock is still held, *asks to be written back with it; else it was given back. The class lock word is
-// asks << 1 | held.
+// kAdvanceClaimedAhead the lock is still held, *asks to be written back with it; else it was
+// given back. The class lock word is asks << 1 | held.
 __device__ inline u32 cache_lock_and_advance(const DeviceCaches& c, const u32* closed, u32 cls,
                                              u32 seen, u32* asks, u64* entry) {
   device_atomic<u64> word(c.class_words[cls]);

@@ -70,7 +70,9 @@ AM_HD u64 cache_slab_blocks(u32 cls) {
 }
 
 // Whether class `cls` claims its next slab ahead (slabs of at most kCacheClaimAheadMaxBlocks).
-AM_HD bool cache_claims_ahead(u32 cls) { return cache_slab_blocks(cls) <= kCacheClaimAheadMaxBlocks; }
+AM_HD bool cache_claims_ahead(u32 cls) {
+  return cache_slab_blocks(cls) <= kCacheClaimAheadMaxBlocks;
+}
 
 AM_HD u64 cache_slab_objects(u32 cls) {
   return cache_slab_blocks(cls) * kVablockBytes / cache_class_bytes(cls);
