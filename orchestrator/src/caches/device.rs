@@ -143,7 +143,7 @@ pub struct CpuCaches {
     returns_claimed: AtomicU64,
     /// Per stripe, frees by outcome (`LaneStatus` code 0..4).
     counters: Box<[AtomicU64]>,
-    /// Per class ([`AHEAD_WORDS`]): the slab its lock holder claimed ahead (`claims_ahead`).
+    /// Per class ([`AHEAD_WORDS`]): the slabs its lock holder claimed ahead (`claims_ahead`).
     class_ahead: Box<[AtomicU64]>,
 }
 
@@ -541,6 +541,7 @@ impl CpuCaches {
         Advance::Moved
     }
 
+    /// `class`'s words of the slabs claimed ahead ([`AHEAD_WORDS`]).
     fn ahead(&self, class: usize) -> &[AtomicU64] {
         &self.class_ahead[class * AHEAD_WORDS..][..AHEAD_WORDS]
     }
