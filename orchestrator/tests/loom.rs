@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytemuck::Zeroable;
 use loom::thread;
 use orchestrator::caches::{
-    AHEAD_ARRAY, AHEAD_SLABS, AHEAD_WORDS, CacheChannel, CacheKeeper, CachedAlloc, CachedFree,
-    CpuCaches, RUN_CLASS, channel::entry_parts, claims_ahead, slab_blocks,
+    CacheChannel, CacheKeeper, CachedAlloc, CachedFree, CpuCaches, RUN_CLASS, channel::entry_parts,
+    claims_ahead, slab_blocks,
 };
 use orchestrator::cpu::CpuDevice;
 use orchestrator::stats::ServiceStats;
@@ -664,15 +664,8 @@ fn small_alloc(caches: &CpuCaches) -> CachedAlloc {
 
 /// The bases of the slabs [`SMALL`]'s lock holder claimed ahead.
 fn claimed_ahead(caches: &CpuCaches) -> Vec<u64> {
-    let words: Vec<u64> = caches
-        .save(AHEAD_ARRAY)
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .collect();
-    let words = &words[SMALL * AHEAD_WORDS..][..AHEAD_WORDS];
-    ((words[0] >> 32) as usize..words[0] as u32 as usize)
-        .map(|n| entry_parts(words[1 + n % AHEAD_SLABS]).0)
-        .collect()
+    let (_, entries) = caches.claimed_ahead(SMALL);
+    entries.into_iter().map(|e| entry_parts(e).0).collect()
 }
 
 /// The host takes its published slabs back (the arena needs the room) while the warp that moves

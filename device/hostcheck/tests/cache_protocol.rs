@@ -20,8 +20,8 @@ use hostcheck::caches::HostCaches;
 use hostcheck::cases::Rng;
 use orchestrator::caches::channel::entry_word;
 use orchestrator::caches::{
-    AHEAD_ARRAY, AHEAD_WORDS, CACHE_CLASSES, CacheChannel, CachedAlloc, CpuCaches, DEVICE_ARRAYS,
-    RING_LEN, RUN_CLASS, cache_class, run_class_serves,
+    CACHE_CLASSES, CacheChannel, CachedAlloc, CpuCaches, DEVICE_ARRAYS, RING_LEN, RUN_CLASS,
+    cache_class, run_class_serves,
 };
 use orchestrator::records::LaneStatus;
 use translator::Handle;
@@ -356,13 +356,16 @@ fn ahead_and_current(caches: &CpuCaches) -> Vec<(u64, u64, u64)> {
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
             .collect()
     };
-    let (ahead, class_words) = (words(AHEAD_ARRAY), words(0));
+    let class_words = words(0);
     (0..CACHE_CLASSES)
         .map(|c| {
-            let held = ahead[c * AHEAD_WORDS];
-            let (first, end) = (held >> 32, held & 0xFFFF_FFFF);
-            let first = if first < end { first } else { 0 };
-            (first, end, class_words[c] >> 32)
+            let (numbers, _) = caches.claimed_ahead(c);
+            let first = if numbers.is_empty() { 0 } else { numbers.start };
+            (
+                u64::from(first),
+                u64::from(numbers.end),
+                class_words[c] >> 32,
+            )
         })
         .collect()
 }

@@ -85,8 +85,6 @@ pub const LIFE_ARRAY: usize = 8;
 pub const BITS_ARRAY: usize = 9;
 /// The free counters' array, in [`CpuCaches::arrays`] order.
 pub const COUNTERS_ARRAY: usize = 12;
-/// The slabs claimed ahead, in [`CpuCaches::arrays`] order.
-pub const AHEAD_ARRAY: usize = 13;
 /// The most slabs a class's lock holder claims ahead, in one claim.
 pub const AHEAD_SLABS: usize = 4;
 /// Words per class of the slabs claimed ahead: the slab numbers they become, `first << 32 |
@@ -546,6 +544,19 @@ impl CpuCaches {
         &self.class_ahead[class * AHEAD_WORDS..][..AHEAD_WORDS]
     }
 
+    /// The slabs `class`'s lock holder holds claimed ahead: the slab numbers they become, and
+    /// their ring entries in that order ([`entry_parts`] reads them).
+    pub fn claimed_ahead(&self, class: usize) -> (std::ops::Range<u32>, Vec<u64>) {
+        let ahead = self.ahead(class);
+        let held = ahead[0].load(Ordering::Relaxed);
+        let numbers = (held >> 32) as u32..held as u32;
+        let entries = numbers
+            .clone()
+            .map(|n| ahead[1 + n as usize % AHEAD_SLABS].load(Ordering::Relaxed))
+            .collect();
+        (numbers, entries)
+    }
+
     /// The class lock's holder, having moved `class` to slab number `number` with none held
     /// ahead: claim the host's next published slabs (entries `number..`, at most
     /// [`AHEAD_SLABS`]) in one claim for the next moves, if the class claims ahead, and post
@@ -825,22 +836,20 @@ impl CpuCaches {
 
     /// [`CpuCaches::drain`]'s part for the slabs claimed ahead of `class`: how many it held.
     fn give_back_ahead(&self, class: usize) -> usize {
-        let ahead = self.ahead(class);
-        let held = ahead[0].swap(0, Ordering::Relaxed);
-        let (first, end) = ((held >> 32) as u32, held as u32);
-        if first >= end {
+        let (numbers, entries) = self.claimed_ahead(class);
+        self.ahead(class)[0].store(0, Ordering::Relaxed);
+        if numbers.is_empty() {
             return 0;
         }
         self.class_words[class].store(
-            u64::from(end - 1) << SLAB_NUMBER_SHIFT | slab_objects(class),
+            u64::from(numbers.end - 1) << SLAB_NUMBER_SHIFT | slab_objects(class),
             Ordering::Release,
         );
-        for number in first..end {
+        for entry in &entries {
             // Never started, so none of its blocks is mapped: it goes straight to the host.
-            let entry = ahead[1 + number as usize % AHEAD_SLABS].load(Ordering::Relaxed);
-            self.post_return(entry_parts(entry).1 as usize);
+            self.post_return(entry_parts(*entry).1 as usize);
         }
-        (end - first) as usize
+        entries.len()
     }
 
     /// [`CpuCaches::drain`]'s part for the current slab of `class`: 1 when it went back now.
@@ -1164,14 +1173,11 @@ mod tests {
         };
         // The slab numbers held ahead, and the slabs they are (base, id).
         let ahead = |caches: &CpuCaches| {
-            let words = caches.ahead(SMALL);
-            let held = words[0].load(Ordering::Relaxed);
-            let numbers = (held >> 32) as u32..held as u32;
-            let slabs: Vec<(u64, u32)> = numbers
-                .clone()
-                .map(|n| {
-                    let entry = words[1 + n as usize % AHEAD_SLABS].load(Ordering::Relaxed);
-                    let (base, id, _) = entry_parts(entry);
+            let (numbers, entries) = caches.claimed_ahead(SMALL);
+            let slabs: Vec<(u64, u32)> = entries
+                .into_iter()
+                .map(|e| {
+                    let (base, id, _) = entry_parts(e);
                     (base, id)
                 })
                 .collect();

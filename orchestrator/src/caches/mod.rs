@@ -57,9 +57,8 @@ pub mod keeper;
 
 pub use channel::CacheChannel;
 pub use device::{
-    AHEAD_ARRAY, AHEAD_SLABS, AHEAD_WORDS, BITS_ARRAY, COUNTER_STRIPES, COUNTERS_ARRAY,
-    CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, DeviceArray, FREE_COUNTERS, LIFE_ARRAY,
-    device_array_lens, hash_len, run_slots, run_span_index,
+    BITS_ARRAY, COUNTER_STRIPES, COUNTERS_ARRAY, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS,
+    DeviceArray, FREE_COUNTERS, LIFE_ARRAY, device_array_lens, hash_len, run_slots, run_span_index,
 };
 pub use geometry::{
     BITMAP_WORDS, CACHE_CLASSES, CACHED_MAX_BYTES, MIN_OBJECT_LOG2, POWER_CLASSES_MAX_BYTES,
