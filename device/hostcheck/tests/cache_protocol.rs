@@ -20,8 +20,8 @@ use hostcheck::caches::HostCaches;
 use hostcheck::cases::Rng;
 use orchestrator::caches::channel::entry_word;
 use orchestrator::caches::{
-    CACHE_CLASSES, CacheChannel, CachedAlloc, CpuCaches, DEVICE_ARRAYS, RING_LEN, RUN_CLASS,
-    cache_class, run_class_serves,
+    CACHE_CLASSES, CacheChannel, CachedAlloc, CachedFree, CpuCaches, DEVICE_ARRAYS, RING_LEN,
+    RUN_CLASS, cache_class, run_class_serves,
 };
 use orchestrator::records::LaneStatus;
 use translator::Handle;
@@ -302,7 +302,7 @@ fn free_step(
     by_address: bool,
     at: &str,
     seen: &mut Seen,
-) {
+) -> CachedFree {
     let a = TestHost::serve_while(&rust.host, || rust.caches.free(mask, words, by_address));
     let b = TestHost::serve_while(&cpp.host, || host_cpp.free(mask, words, by_address));
     assert_eq!(
@@ -326,6 +326,7 @@ fn free_step(
     {
         seen.one_word_frees += 1;
     }
+    a
 }
 
 #[derive(Default)]
@@ -474,7 +475,20 @@ fn run_case(seed: u64, steps: usize, draw: Draw, seen: &mut Seen) {
                     freed.push(handle);
                 }
                 let mask = ((1u64 << n) - 1) as u32;
-                free_step(&rust, &cpp, &host_cpp, mask, &words, false, &at, seen);
+                // Live objects, each freed once: every one is the caches' and frees (a slab
+                // started from the ones claimed ahead has its words in its life, as any).
+                let out = free_step(&rust, &cpp, &host_cpp, mask, &words, false, &at, seen);
+                assert_eq!(
+                    out.handled, mask,
+                    "{at}: live objects the caches did not judge"
+                );
+                for lane in 0..n {
+                    assert_eq!(
+                        out.lanes[lane],
+                        LaneStatus::Ok,
+                        "{at}: lane {lane} freeing a live object"
+                    );
+                }
             }
             _ if rng.chance(25) && !last_batch.is_empty() => {
                 // A warp frees objects its lanes took together, all in one bitmap word (every

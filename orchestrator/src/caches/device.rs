@@ -39,6 +39,14 @@ use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, AtomicU64, spin_wait, yield_now};
 
+/// Whether a slab's start writes its bitmap words: a slab claimed ahead had them written for the
+/// life it starts in by the move before ([`CpuCaches::ready_next_ahead`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Words {
+    Write,
+    Ready,
+}
+
 /// A free judged in a slab: the object's first slot, the slab's life it was judged in, and
 /// the slots it covers.
 struct Judged {
@@ -490,9 +498,11 @@ impl CpuCaches {
         }
         let number = seen + 1;
         if let Some(entry) = self.take_ahead(class, number) {
-            // Claimed and posted as taken by the move before: no word of the host's to read.
-            self.start_slab(class, number, entry);
+            // Claimed and posted as taken by the move before, its words written for this life
+            // then: no word of the host's to read, only its blocks to map.
+            self.start_slab(class, number, entry, Words::Ready);
             self.claim_ahead(class, number);
+            self.ready_next_ahead(class);
             return Advance::Moved;
         }
         // Slab number `seen + 1` is the host's entry `seen`.
@@ -533,9 +543,15 @@ impl CpuCaches {
                 yield_now();
             }
         }
-        self.start_slab(class, number, self.channel.entry(class, index));
+        self.start_slab(
+            class,
+            number,
+            self.channel.entry(class, index),
+            Words::Write,
+        );
         self.channel.post_taken(class, number);
         self.claim_ahead(class, number);
+        self.ready_next_ahead(class);
         Advance::Moved
     }
 
@@ -588,6 +604,27 @@ impl CpuCaches {
         self.channel.post_taken(class, number + count);
     }
 
+    /// The class lock's holder, after `class` moved: the bitmap words of the slab held ahead that
+    /// its next move starts, if any, written in the life it starts in (its blocks are unmapped
+    /// until then, so only a free stalled across its last return reaches them, and is
+    /// refused). That move then maps its blocks alone: on the GPU no lane of its warp writes a
+    /// word or meets the others before the class word moves (`cache_next_ahead`).
+    fn ready_next_ahead(&self, class: usize) {
+        if let Some(&entry) = self.claimed_ahead(class).1.first() {
+            let slab = entry_parts(entry).1 as usize;
+            let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
+            self.write_words(class, slab, life);
+        }
+    }
+
+    /// Slab `slab`'s bitmap words as `class`'s in life `life`: no slot freed.
+    fn write_words(&self, class: usize, slab: usize, life: u32) {
+        let used = (slab_objects(class) as usize).div_ceil(32);
+        for w in &self.bits[slab * BITMAP_WORDS..slab * BITMAP_WORDS + used] {
+            w.store(u64::from(life) << 32, Ordering::Relaxed);
+        }
+    }
+
     /// The class lock's holder: the ring entry of the slab claimed ahead to become `class`'s
     /// slab number `number`, taken out of the class's words; `None` when none was.
     fn take_ahead(&self, class: usize, number: u32) -> Option<u64> {
@@ -605,8 +642,9 @@ impl CpuCaches {
     }
 
     /// The class lock's holder: make the slab of ring entry `entry` `class`'s slab number
-    /// `number` (its fields, its new life, its bitmap and blocks, then the class word).
-    fn start_slab(&self, class: usize, number: u32, entry: u64) {
+    /// `number` (its fields, its new life, its bitmap unless `words` says it is ready, its
+    /// blocks, then the class word).
+    fn start_slab(&self, class: usize, number: u32, entry: u64, words: Words) {
         let (base, id, generation) = entry_parts(entry);
         let slab = id as usize;
         self.slab_base[slab].store(base, Ordering::Relaxed);
@@ -619,9 +657,8 @@ impl CpuCaches {
         // bitmap: a late free of an earlier life finds the words of this one and is refused.
         let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
         self.slab_life[slab].store(life, Ordering::Release);
-        let used = (slab_objects(class) as usize).div_ceil(32);
-        for w in &self.bits[slab * BITMAP_WORDS..slab * BITMAP_WORDS + used] {
-            w.store(u64::from(life) << 32, Ordering::Relaxed);
+        if words == Words::Write {
+            self.write_words(class, slab, life);
         }
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, id + 1);
@@ -1154,6 +1191,87 @@ mod tests {
             false,
             &|| false,
         )
+    }
+
+    /// The slab held ahead that a class's next move starts has its bitmap words in the life that
+    /// move gives it before the lock goes back (so that move maps its blocks alone); a free
+    /// judged in the slab's life before, landing on them late, is refused and leaves them
+    /// clean; the move then starts the slab in that life and every object of it frees.
+    #[test]
+    fn the_next_slab_ahead_has_its_words_in_its_coming_life_and_a_late_free_leaves_them_clean() {
+        const SMALL: usize = 6; // 1 KiB objects, 4 096 a slab: 128 warps
+        let warp = |caches: &CpuCaches| {
+            let got = caches.alloc(u32::MAX, &[1024; WARP_LANES], false, &|| false);
+            assert_eq!(got.served, u32::MAX);
+            got
+        };
+        let used = (slab_objects(SMALL) as usize).div_ceil(32);
+        let words = |caches: &CpuCaches, slab: usize| -> Vec<u64> {
+            caches.bits[slab * BITMAP_WORDS..][..used]
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect()
+        };
+        let (caches, host) = caches_and_host(64, 4096, 4096 * VABLOCK_BYTES, Bump { next: BASE });
+        with_host(&host, || {
+            (0..129).for_each(|_| {
+                warp(&caches);
+            })
+        });
+        let (numbers, entries) = caches.claimed_ahead(SMALL);
+        assert!(!entries.is_empty(), "claimed ahead: {numbers:?}");
+        let next = entry_parts(entries[0]).1 as usize;
+        let life = caches.slab_life[next].load(Ordering::Relaxed);
+        let ready = u64::from(life + 1) << 32;
+        assert!(
+            words(&caches, next).iter().all(|&w| w == ready),
+            "the next one's, for life {}",
+            life + 1
+        );
+
+        // Slot 101 (word 3, bit 5), judged in the slab's life before.
+        assert_eq!(caches.set_bit(next, 101, life), LaneStatus::DoubleFree);
+        assert!(
+            words(&caches, next).iter().all(|&w| w == ready),
+            "it landed in the coming life's word and took its bit back"
+        );
+
+        let first = with_host(&host, || {
+            (0..127).for_each(|_| {
+                warp(&caches);
+            });
+            assert_eq!(
+                caches.number(SMALL),
+                numbers.start - 1,
+                "slab 2 used up, not left"
+            );
+            warp(&caches)
+        });
+        assert_eq!(caches.number(SMALL), numbers.start);
+        assert_eq!(
+            caches.slab_of_block(first.handles[0].address() >> 21),
+            Some(next)
+        );
+        assert_eq!(caches.slab_life[next].load(Ordering::Relaxed), life + 1);
+        // The move into it claimed the host's next slabs ahead and readied the first of them.
+        let (_, entries) = caches.claimed_ahead(SMALL);
+        let after = entry_parts(*entries.first().expect("claimed ahead again")).1 as usize;
+        let coming = u64::from(caches.slab_life[after].load(Ordering::Relaxed) + 1) << 32;
+        assert!(words(&caches, after).iter().all(|&w| w == coming));
+        for &other in &entries[1..] {
+            let slab = entry_parts(other).1 as usize;
+            assert!(
+                words(&caches, slab).iter().all(|&w| w == 0),
+                "only the next one's"
+            );
+        }
+        let freed = free_words(&caches, &first.handles.map(|h| h.0), false);
+        assert_eq!(freed.handled, u32::MAX);
+        assert!(
+            freed.lanes.iter().all(|&s| s == LaneStatus::Ok),
+            "{:?}",
+            freed.lanes
+        );
     }
 
     /// A class of 1-2 block slabs moves into the slabs its lock holder claimed ahead without the

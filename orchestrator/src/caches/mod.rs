@@ -26,7 +26,9 @@
 //!    its blocks in the block table, publishes the class word and writes `taken[c]`; in the
 //!    classes of 1-2 block slabs it then claims the next published slabs ahead (up to
 //!    `AHEAD_SLABS` entries, one claim), keeps their entries in device memory and writes
-//!    `taken[c]` past them, so the next moves start them without the host's words; if none is
+//!    `taken[c]` past them, so the next moves start them without the host's words (and before
+//!    it unlocks it writes the bitmap words of the one the next move starts, in the life that
+//!    move gives it, so that move only maps its blocks); if none is
 //!    published, it posts one ask (`demand[c]`, a count kept in the lock word)
 //!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
 //!    reached), the lanes ask through the mailbox instead. While `denied[c]` holds the class's
@@ -35,7 +37,7 @@
 //!    has), and withdraws it when it drains the caches.
 //! 3. device: a free sets the object's bit in its slab's bitmap (a bit already set is a double
 //!    free) and counts the slab's live slots down by the object's; the free that reaches 0 unmaps the slab,
-//!    clears its bitmap and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its
+//!    leaves its bitmap all set and posts it to the `returns` ring (entry `i % max_slabs`, tagged with its
 //!    lap so the host tells new entries from old).
 //! 4. host: reads returned slabs in order and gives their blocks back to the resolver.
 //! 5. host, when the arena has no room for a request while warps run: lowers `filled[c]` to

@@ -13,7 +13,9 @@
 // with `demand` and waits when none is there yet; it claims a published slab before it reads
 // it, because the host may take slabs it published back when it needs their room; in classes of
 // 1-2 block slabs, once the class word moved, it claims the host's next published slabs ahead
-// too, several in one claim, so the next moves start them without reading the host's words);
+// too, several in one claim, so the next moves start them without reading the host's words,
+// and before it gives the lock back its lanes write the bitmap words of the one the next move
+// starts, so that move maps its blocks and moves the class word with no meeting of the lanes);
 // when the
 // host denies it one, the lanes ask through the mailbox instead, and so do the class's next
 // lanes, without asking, until the host publishes a slab or withdraws the denial. A free finds the slab of its address in the block
@@ -311,24 +313,54 @@ __device__ inline u32 cache_begin_slab(const DeviceCaches& c, u32 cls, u32 numbe
   return life;
 }
 
-// Share `part` of `parts` of the middle step, after the life: the slab's bitmap words in its new
-// life (a late free of an earlier life finds them and is refused), words part, part + parts, ...
-// (side by side across the lanes), and its blocks in the block table, a run of consecutive ones
-// per part (lanes that take their parts in lane order map the blocks in order, as one lane does,
-// so the table's probes come out the same).
-__device__ inline void cache_prepare_slab_part(const DeviceCaches& c, u32 cls, u64 entry, u32 life,
-                                               u32 part, u32 parts) {
-  const u32 id = cache_entry_id(entry);
+// Share `part` of `parts` of slab `id`'s bitmap words as class `cls`'s in life `life` (a late
+// free of an earlier life finds them and is refused): words part, part + parts, ... (side by side
+// across the lanes).
+__device__ inline void cache_slab_words_part(const DeviceCaches& c, u32 cls, u32 id, u32 life,
+                                             u32 part, u32 parts) {
   const u32 words = (u32)((cache_slab_objects(cls) + 31) / 32);
   u64* bits = c.bits + (u64)id * kCacheBitmapWords;
   for (u32 i = part; i < words; i += parts) {
     device_atomic<u64>(bits[i]).store((u64)life << 32, cuda::memory_order_relaxed);
   }
+}
+
+// Share `part` of `parts` of the slab of `entry`'s blocks in the block table, after its life: a
+// run of consecutive ones per part (lanes that take their parts in lane order map the blocks in
+// order, as one lane does, so the table's probes come out the same).
+__device__ inline void cache_slab_blocks_part(const DeviceCaches& c, u32 cls, u64 entry, u32 part,
+                                              u32 parts) {
+  const u32 id = cache_entry_id(entry);
   const u64 blocks = cache_slab_blocks(cls);
   const u64 per_part = (blocks + parts - 1) / parts;
   const u64 first = (cache_entry_base(entry) >> 21) + part * per_part;
   const u64 last = (cache_entry_base(entry) >> 21) + blocks;
   for (u64 b = first; b < first + per_part && b < last; ++b) cache_map_block(c, b, id + 1);
+}
+
+// Share `part` of `parts` of the middle step, after the life: the slab's bitmap words in its new
+// life, then its blocks.
+__device__ inline void cache_prepare_slab_part(const DeviceCaches& c, u32 cls, u64 entry, u32 life,
+                                               u32 part, u32 parts) {
+  cache_slab_words_part(c, cls, cache_entry_id(entry), life, part, parts);
+  cache_slab_blocks_part(c, cls, entry, part, parts);
+}
+
+// The class lock's holder, after class `cls` moved: the slab held ahead that its next move
+// starts, if any, with the life it starts in. Its bitmap words are written in that life before
+// the lock is given back (the slab's blocks are unmapped until then, so only a free stalled
+// across its last return can reach them, and is refused), so that move maps its blocks alone:
+// no lane of its warp writes a word or meets the others before the class word moves.
+__device__ inline bool cache_next_ahead(const DeviceCaches& c, u32 cls, u32* id, u32* life) {
+  u64* ahead = c.class_ahead + (u64)cls * kCacheAheadWords;
+  const u64 held = device_atomic<u64>(ahead[0]).load(cuda::memory_order_relaxed);
+  const u32 first = (u32)(held >> 32);
+  if (first >= (u32)held) return false;
+  const u64 entry =
+      device_atomic<u64>(ahead[1 + first % kCacheAheadSlabs]).load(cuda::memory_order_relaxed);
+  *id = cache_entry_id(entry);
+  *life = device_atomic<u32>(c.slab_life[*id]).load(cuda::memory_order_relaxed) + 1;
+  return true;
 }
 
 // The last step: the class's ring of ids and its word move to the slab (release: a warp that
@@ -386,16 +418,25 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
   const u32 found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
   if (found < kAdvanceClaimed) return found;
   const u32 life = cache_begin_slab(c, cls, seen + 1, entry);
-  cache_prepare_slab_part(c, cls, entry, life, 0, 1);
+  if (found == kAdvanceClaimedAhead) {
+    cache_slab_blocks_part(c, cls, entry, 0, 1);  // its words are this life's (cache_next_ahead)
+  } else {
+    cache_prepare_slab_part(c, cls, entry, life, 0, 1);
+  }
   cache_finish_slab(c, cls, seen + 1, entry, found);
+  u32 next = 0, next_life = 0;
+  if (cache_next_ahead(c, cls, &next, &next_life)) {
+    cache_slab_words_part(c, cls, next, next_life, 0, 1);
+  }
   cache_unlock_class(c, cls, asks);
   return kAdvanceMoved;
 }
 
 // The lanes of `mask` (a warp's lanes of class `cls`, `leader` among them): cache_advance with
 // the lanes sharing the slab's bitmap words and blocks, so the class's other warps wait for a
-// lane's share of them rather than for all (up to 4 096 words and 16 blocks). The same return in
-// every lane of `mask`.
+// lane's share of them rather than for all (up to 4 096 words and 16 blocks); a slab claimed
+// ahead had its words written by the move before, so the leader alone maps its blocks. The same
+// return in every lane of `mask`.
 __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* closed, u32 mask,
                                          u32 leader, u32 cls, u32 seen) {
   const u32 lane = lane_id();
@@ -409,16 +450,31 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
   if (found < kAdvanceClaimed) return found;
   entry = shfl64(mask, entry, leader);
   life = shfl32(mask, life, leader);
-  // The leader's fields and life before every lane's words; every lane's words and blocks
-  // before the leader moves the class word.
-  cache_lanes_meet(mask);
-  cache_prepare_slab_part(c, cls, entry, life, (u32)__popc(mask & ((1u << lane) - 1u)),
-                          (u32)__popc(mask));
-  cache_lanes_meet(mask);
+  const u32 part = (u32)__popc(mask & ((1u << lane) - 1u)), parts = (u32)__popc(mask);
+  if (found == kAdvanceClaimedAhead) {
+    // Its words are this life's already (cache_next_ahead): the leader maps its blocks (one or
+    // two) after the life, and the class word moves with no meeting of the lanes.
+    if (lane == leader) cache_slab_blocks_part(c, cls, entry, 0, 1);
+  } else {
+    // The leader's fields and life before every lane's words; every lane's words and blocks
+    // before the leader moves the class word.
+    cache_lanes_meet(mask);
+    cache_prepare_slab_part(c, cls, entry, life, part, parts);
+    cache_lanes_meet(mask);
+  }
+  u32 ready = 0, next = 0, next_life = 0;
   if (lane == leader) {
     cache_finish_slab(c, cls, seen + 1, entry, found);
-    cache_unlock_class(c, cls, asks);
+    ready = cache_next_ahead(c, cls, &next, &next_life) ? 1u : 0u;
   }
+  // The words of the slab the next move starts, while the class's warps take objects from this
+  // one; every lane's before the leader gives the lock back.
+  if (shfl32(mask, ready, leader) != 0) {
+    cache_slab_words_part(c, cls, shfl32(mask, next, leader), shfl32(mask, next_life, leader),
+                          part, parts);
+    cache_lanes_meet(mask);
+  }
+  if (lane == leader) cache_unlock_class(c, cls, asks);
   return kAdvanceMoved;
 }
 
