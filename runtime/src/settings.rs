@@ -160,8 +160,8 @@ impl Default for DeviceSettings {
             poll_pause_max_ns: 4096,
             polls_per_closed_check: orchestrator::cpu::POLLS_PER_CLOSED_CHECK,
             port_sweep_pause_ns: 256,
-            cache_lock_pause_min_ns: 32,
-            cache_lock_pause_max_ns: 1024,
+            cache_lock_pause_min_ns: 8,
+            cache_lock_pause_max_ns: 64,
             refill_pause_min_ns: 64,
             refill_pause_max_ns: 4096,
         }
@@ -411,13 +411,13 @@ pub const TABLE: [Setting; 23] = [
     Setting {
         var: "ALIGNMALLOC_CACHE_LOCK_PAUSE_MIN_NS",
         builder: "device_settings",
-        default: "32",
+        default: "8",
         meaning: "device: a lane waiting for a cache class's lock first pauses this many ns, doubling",
     },
     Setting {
         var: "ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS",
         builder: "device_settings",
-        default: "1024",
+        default: "64",
         meaning: "device: the longest of those pauses, in ns",
     },
     Setting {
@@ -704,7 +704,8 @@ mod tests {
             ("ALIGNMALLOC_POLL_PAUSE_MAX_NS", "2000000"),
             ("ALIGNMALLOC_POLLS_PER_CLOSED_CHECK", "0"),
             ("ALIGNMALLOC_PORT_SWEEP_PAUSE_NS", "4294967296"),
-            ("ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS", "16"),
+            // Below the first pause (8 ns by default).
+            ("ALIGNMALLOC_CACHE_LOCK_PAUSE_MAX_NS", "4"),
             ("ALIGNMALLOC_REFILL_PAUSE_MIN_NS", "-4"),
         ] {
             let err = with(&[(var, value)]).unwrap_err().to_string();
