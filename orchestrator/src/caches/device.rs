@@ -281,7 +281,9 @@ impl CpuCaches {
             let mut pending = group;
             loop {
                 let n = u64::from(pending.count_ones());
-                let word = self.class_words[class].fetch_add(n, Ordering::AcqRel);
+                // Acquire, as on the GPU: the slab's state the move released (a fetch_add after
+                // the move's store carries its release on); nothing before it is for a reader.
+                let word = self.class_words[class].fetch_add(n, Ordering::Acquire);
                 let number = (word >> SLAB_NUMBER_SHIFT) as u32;
                 let cursor = word & CURSOR_MASK;
                 if number > 0 && cursor < objects {
@@ -329,7 +331,7 @@ impl CpuCaches {
         let total: u64 = set_lanes(group)
             .map(|l| object_slots(RUN_CLASS, sizes[l]))
             .sum();
-        let word = self.class_words[RUN_CLASS].fetch_add(total, Ordering::AcqRel);
+        let word = self.class_words[RUN_CLASS].fetch_add(total, Ordering::Acquire);
         let number = (word >> SLAB_NUMBER_SHIFT) as u32;
         let cursor = word & CURSOR_MASK;
         let id = if number > 0 && cursor < objects {
@@ -384,7 +386,7 @@ impl CpuCaches {
     fn alloc_run(&self, slots: u64, closed: &dyn Fn() -> bool) -> Option<Handle> {
         let objects = slab_objects(RUN_CLASS);
         loop {
-            let word = self.class_words[RUN_CLASS].fetch_add(slots, Ordering::AcqRel);
+            let word = self.class_words[RUN_CLASS].fetch_add(slots, Ordering::Acquire);
             let number = (word >> SLAB_NUMBER_SHIFT) as u32;
             let slot = word & CURSOR_MASK;
             if number > 0 && slot < objects {
@@ -1389,7 +1391,7 @@ mod tests {
         let (caches, host) = caches_and_host(64, 4096, 4096 * VABLOCK_BYTES, Bump { next: BASE });
         with_host(&host, || assert_eq!(full_warp(&caches).served, u32::MAX));
         // The held-up leader's step one: its objects of the current slab.
-        let word = caches.class_words[LARGEST].fetch_add(1, Ordering::AcqRel);
+        let word = caches.class_words[LARGEST].fetch_add(1, Ordering::Acquire);
         let number = (word >> SLAB_NUMBER_SHIFT) as u32;
         let id = caches
             .slab_of_number(LARGEST, number)

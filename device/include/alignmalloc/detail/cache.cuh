@@ -498,7 +498,7 @@ __device__ inline bool cache_alloc_run(const DeviceCaches& c, const u32* closed,
   const u64 objects = cache_slab_objects(cls);
   for (;;) {
     const u64 word =
-        device_atomic<u64>(c.class_words[cls]).fetch_add(slots, cuda::memory_order_acq_rel);
+        device_atomic<u64>(c.class_words[cls]).fetch_add(slots, cuda::memory_order_acquire);
     const u32 number = (u32)(word >> kSlabNumberShift);
     const u64 slot = word & kCursorMask;
     if (number != 0 && slot < objects) {
@@ -557,7 +557,10 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     u64 word = 0, base = 0, stamp = 0, place = 0;
     u32 lost = 0;
     if (lane == leader) {
-      word = device_atomic<u64>(c.class_words[cls]).fetch_add(total, cuda::memory_order_acq_rel);
+      // Acquire (the slab's state, which the class word's move released; a fetch_add after it
+      // carries that release on): nothing a lane wrote before is for a reader of the cursor,
+      // and a release here would fence every allocating warp.
+      word = device_atomic<u64>(c.class_words[cls]).fetch_add(total, cuda::memory_order_acquire);
       const u32 number = (u32)(word >> kSlabNumberShift);
       if (number != 0 && (word & kCursorMask) < objects) {
         const int id = cache_slab_of_number(c, cls, number);
