@@ -92,6 +92,7 @@ fn constants() -> Vec<(&'static str, Vec<Constant>)> {
                 "kCursorMask": U64 = orchestrator::caches::geometry::CURSOR_MASK;
                 "kEntryIdBits": U32 = orchestrator::caches::channel::ENTRY_ID_BITS;
                 "kEntryGenerationShift": U32 = orchestrator::caches::channel::ENTRY_GENERATION_SHIFT;
+                "kBlockClassShift": U32 = orchestrator::caches::device::BLOCK_CLASS_SHIFT;
                 "kCacheCounterStripes": U32 = orchestrator::caches::device::COUNTER_STRIPES;
                 "kCacheFreeCounters": U32 = orchestrator::caches::device::FREE_COUNTERS;
                 "kCacheAheadSlabs": U32 = orchestrator::caches::device::AHEAD_SLABS;

@@ -83,7 +83,8 @@ am::u64 am_shim_offsetof_geometry(unsigned field) {
 // 9 base of ring entry `x`, 14 slot log2 of class `x`, 15 slots of an object of `y` bytes in
 // class `x`, 16 whether the run class serves a warp whose largest lane over 32 KiB asks `x` and
 // whose rounded sizes sum to `y` (arranged: bit 63 of `x`), 17 whether class `x` claims its next
-// slab ahead; ~0 for any other.
+// slab ahead, 18 the block table value of slab `x` of class `y`, 19 the slab of block table
+// value `x` (~0 for none), 20 the class of block table value `x`; ~0 for any other.
 am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
   switch (what) {
     case 0: return am::cache_class(x);
@@ -97,6 +98,9 @@ am::u64 am_shim_cache(unsigned what, am::u64 x, am::u64 y) {
     case 15: return am::cache_object_slots((unsigned)x, y);
     case 16: return am::cache_run_class_serves((x >> 63) != 0, x & ~(1ull << 63), y);
     case 17: return am::cache_claims_ahead((unsigned)x);
+    case 18: return am::cache_block_value((unsigned)x, (unsigned)y);
+    case 19: return (am::u64)(long long)am::cache_block_slab((unsigned)x);
+    case 20: return am::cache_block_class((unsigned)x);
     default: return ~0ull;
   }
 }

@@ -72,3 +72,25 @@ fn cache_geometry_matches() {
         }
     }
 }
+
+#[test]
+fn block_table_values_match() {
+    use orchestrator::caches::channel::ENTRY_ID_BITS;
+    use orchestrator::caches::device::{block_slab, block_value};
+    use orchestrator::caches::geometry::CACHE_CLASSES;
+    assert_eq!(hostcheck::cache(19, 0, 0), u64::MAX, "0 names no slab");
+    assert_eq!(block_slab(0), None);
+    for class in 0..CACHE_CLASSES {
+        for id in [0, 1, 2, 977, (1 << ENTRY_ID_BITS) - 1] {
+            let value = block_value(id, class);
+            assert_eq!(
+                hostcheck::cache(18, id.into(), class as u64),
+                u64::from(value)
+            );
+            assert_ne!(value, 0);
+            assert_eq!(block_slab(value), Some((id as usize, class)));
+            assert_eq!(hostcheck::cache(19, value.into(), 0), u64::from(id));
+            assert_eq!(hostcheck::cache(20, value.into(), 0), class as u64);
+        }
+    }
+}

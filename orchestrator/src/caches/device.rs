@@ -85,6 +85,23 @@ pub fn hash_home(block: u64, len: usize) -> usize {
     (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - len.trailing_zeros())) as usize
 }
 
+/// Where a block table value keeps its slab's class: above the slab id + 1, which is below
+/// `1 << ENTRY_ID_BITS` + 1. A free learns the class from its probe, so it reads the class
+/// word beside the slab's life instead of after its fields.
+pub const BLOCK_CLASS_SHIFT: u32 = 16;
+const _: () = assert!(super::channel::ENTRY_ID_BITS < BLOCK_CLASS_SHIFT);
+
+/// The block table's value for a block of slab `id`, of class `class`.
+pub fn block_value(id: u32, class: usize) -> u32 {
+    (id + 1) | (class as u32) << BLOCK_CLASS_SHIFT
+}
+
+/// The slab id and class a block table value names; `None` for 0 (no slab holds the block).
+pub fn block_slab(value: u32) -> Option<(usize, usize)> {
+    let id = (value & ((1 << BLOCK_CLASS_SHIFT) - 1)).checked_sub(1)?;
+    Some((id as usize, (value >> BLOCK_CLASS_SHIFT) as usize))
+}
+
 /// Number of device arrays ([`CpuCaches::arrays`]).
 pub const DEVICE_ARRAYS: usize = 14;
 /// The slab lives' array, in [`CpuCaches::arrays`] order.
@@ -663,13 +680,13 @@ impl CpuCaches {
             self.write_words(class, slab, life);
         }
         for b in 0..slab_blocks(class) {
-            self.map_block((base >> 21) + b, id + 1);
+            self.map_block((base >> 21) + b, block_value(id, class));
         }
         self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Release);
         self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
     }
 
-    /// Point block `block` at `value` (slab id + 1, or 0 for none), adding its key if new.
+    /// Point block `block` at `value` ([`block_value`], or 0 for none), adding its key if new.
     fn map_block(&self, block: u64, value: u32) {
         let key = block + 1;
         let entry = key << 32 | u64::from(value);
@@ -695,7 +712,13 @@ impl CpuCaches {
     }
 
     /// The slab holding block `block`, if any.
+    #[cfg(test)]
     fn slab_of_block(&self, block: u64) -> Option<usize> {
+        self.slab_and_class_of_block(block).map(|(id, _)| id)
+    }
+
+    /// The slab holding block `block` and its class when it was mapped, if any.
+    fn slab_and_class_of_block(&self, block: u64) -> Option<(usize, usize)> {
         let key = block + 1;
         let len = self.hash.len();
         let mut at = hash_home(block, len);
@@ -705,7 +728,7 @@ impl CpuCaches {
                 return None;
             }
             if current >> 32 == key {
-                return (current as u32).checked_sub(1).map(|id| id as usize);
+                return block_slab(current as u32);
             }
             at = (at + 1) & (len - 1);
         }
@@ -737,7 +760,8 @@ impl CpuCaches {
             if address == 0 {
                 continue;
             }
-            let slab = self.slab_of_block(address >> 21);
+            let found = self.slab_and_class_of_block(address >> 21);
+            let slab = found.map(|(id, _)| id);
             // A handle a cache slab made whose blocks no slab holds now: its slab went back
             // after its last object was freed, so this is a second free.
             let stale = stamp >= CACHE_STAMP_FLAG;
@@ -746,13 +770,15 @@ impl CpuCaches {
             }
             out.handled |= 1 << lane;
             let outcome = match slab {
-                Some(slab) => match self.judge_free(slab, address, stamp) {
-                    Ok(judged) => {
-                        slots[lane] = judged.slots;
-                        self.set_bit(slab, judged.slot, judged.life)
+                Some(slab) => {
+                    match self.judge_free(found.map_or(0, |(_, c)| c), slab, address, stamp) {
+                        Ok(judged) => {
+                            slots[lane] = judged.slots;
+                            self.set_bit(slab, judged.slot, judged.life)
+                        }
+                        Err(status) => status,
                     }
-                    Err(status) => status,
-                },
+                }
                 None => LaneStatus::DoubleFree,
             };
             out.lanes[lane] = outcome;
@@ -786,12 +812,24 @@ impl CpuCaches {
         out
     }
 
-    /// One lane's object in `slab`, before its bit: where it is and the slab's life it was
-    /// judged in when it may be freed, else its outcome.
-    fn judge_free(&self, slab: usize, address: u64, stamp: u32) -> Result<Judged, LaneStatus> {
-        // The life first: the fields read below are this life's or a later one's, and the
-        // bit is set only in a word of this life.
+    /// One lane's object in `slab`, whose class the block table gave as `mapped_class`, before
+    /// its bit: where it is and the slab's life it was judged in when it may be freed, else its
+    /// outcome.
+    fn judge_free(
+        &self,
+        mapped_class: usize,
+        slab: usize,
+        address: u64,
+        stamp: u32,
+    ) -> Result<Judged, LaneStatus> {
+        // The class word beside the life, not after the fields (one round trip fewer on the
+        // GPU). Relaxed: an object handed out before this free was, reads a word at or past its
+        // own fetch_add, and the word is compared only with the slab's number read below.
+        let mut word = self.class_words[mapped_class].load(Ordering::Relaxed);
+        // The life first among the slab's fields: the fields read below are this life's or a
+        // later one's, and the bit is set only in a word of this life.
         let life = self.slab_life[slab].load(Ordering::Acquire);
+        let number = self.slab_number[slab].load(Ordering::Relaxed);
         // Then the stamp: a handle of an earlier slab on these blocks (of any class: a block's
         // cache generations only grow) or of a host chunk there before is a second free,
         // wherever in the new slab it points. Stamp 0 (a free by address, or a handle made by
@@ -810,10 +848,11 @@ impl CpuCaches {
             return Err(LaneStatus::InteriorPointer);
         }
         let slot = offset >> log2;
-        let word = self.class_words[class].load(Ordering::Acquire);
-        if (word >> SLAB_NUMBER_SHIFT) as u32 == self.slab_number[slab].load(Ordering::Relaxed)
-            && slot >= word & CURSOR_MASK
-        {
+        if class != mapped_class {
+            // The slab went back and started again in another class since the probe.
+            word = self.class_words[class].load(Ordering::Relaxed);
+        }
+        if (word >> SLAB_NUMBER_SHIFT) as u32 == number && slot >= word & CURSOR_MASK {
             // Not handed out in this life: a pointer (no stamp) can only be of an earlier
             // life of the blocks, a second free; a handle of this life was made up.
             return Err(if stamp == 0 {
@@ -1073,8 +1112,8 @@ mod tests {
         }
         let [old, last] = [first.handles[0], first.handles[1]];
         assert_eq!(free(&caches, old), LaneStatus::Ok);
-        let slab = caches.slab_of_block(old.address() >> 21).unwrap();
-        let late = caches.judge_free(slab, old.address(), old.free_stamp());
+        let (slab, class) = caches.slab_and_class_of_block(old.address() >> 21).unwrap();
+        let late = caches.judge_free(class, slab, old.address(), old.free_stamp());
         let judged = late.expect("its slab is alive: the bit decides");
 
         assert_eq!(free(&caches, last), LaneStatus::Ok, "the slab goes back");
@@ -1118,6 +1157,31 @@ mod tests {
         );
         let made_up = Handle::cached(unhanded, first.free_stamp());
         assert_eq!(free(&caches, made_up), LaneStatus::InvalidHandle);
+        // A free whose probe saw the blocks in another class (the slab went back and started
+        // again meanwhile) reads the slab's own class word, not the probed class's: judged with
+        // every other class as the probe's, the same outcomes.
+        let (slab, class) = caches
+            .slab_and_class_of_block(first.address() >> 21)
+            .unwrap();
+        assert_eq!(class, RUN_CLASS - 1, "32 KiB objects");
+        for probed in (0..CACHE_CLASSES).filter(|&c| c != class) {
+            let judged = |address, stamp| caches.judge_free(probed, slab, address, stamp).err();
+            assert_eq!(
+                judged(unhanded, 0),
+                Some(LaneStatus::DoubleFree),
+                "{probed}"
+            );
+            assert_eq!(
+                judged(unhanded, first.free_stamp()),
+                Some(LaneStatus::InvalidHandle),
+                "{probed}"
+            );
+            assert_eq!(
+                judged(first.address(), first.free_stamp()),
+                None,
+                "{probed}"
+            );
+        }
         for h in &got.handles[..2] {
             assert_eq!(free(&caches, *h), LaneStatus::Ok);
         }

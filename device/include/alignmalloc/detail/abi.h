@@ -85,6 +85,7 @@ constexpr u32 kSlabNumberShift = 32u;  // orchestrator::caches::geometry::SLAB_N
 constexpr u64 kCursorMask = 4294967295ull;  // orchestrator::caches::geometry::CURSOR_MASK
 constexpr u32 kEntryIdBits = 15u;  // orchestrator::caches::channel::ENTRY_ID_BITS
 constexpr u32 kEntryGenerationShift = 48u;  // orchestrator::caches::channel::ENTRY_GENERATION_SHIFT
+constexpr u32 kBlockClassShift = 16u;  // orchestrator::caches::device::BLOCK_CLASS_SHIFT
 constexpr u32 kCacheCounterStripes = 32u;  // orchestrator::caches::device::COUNTER_STRIPES
 constexpr u32 kCacheFreeCounters = 4u;  // orchestrator::caches::device::FREE_COUNTERS
 constexpr u32 kCacheAheadSlabs = 4u;  // orchestrator::caches::device::AHEAD_SLABS

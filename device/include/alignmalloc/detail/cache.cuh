@@ -16,12 +16,12 @@
 // too, several in one claim, so the next moves start them without reading the host's words,
 // and before it gives the lock back its lanes write the bitmap words of the one the next move
 // starts, so that move maps its blocks and moves the class word with no meeting of the lanes);
-// when the
-// host denies it one, the lanes ask through the mailbox instead, and so do the class's next
-// lanes, without asking, until the host publishes a slab or withdraws the denial. A free finds the slab of its address in the block
-// table, sets the object's bit in the slab's bitmap (a bit already set is a double free) and
-// counts the slab's live slots down by the object's, one atomic per slab and warp; the free that reaches zero
-// unmaps the slab and posts it to the host's returns ring, its bitmap left all set. Each bitmap
+// when the host denies it one, the lanes ask through the mailbox instead, and so do the class's
+// next lanes, without asking, until the host publishes a slab or withdraws the denial. A free
+// finds the slab of its address and the slab's class in the block table, sets the object's bit
+// in the slab's bitmap (a bit already set is a double free) and counts the slab's live slots
+// down by the object's, one atomic per slab and warp; the free that reaches zero unmaps the slab
+// and posts it to the host's returns ring, its bitmap left all set. Each bitmap
 // word carries the slab's life (cleared with the new life when the slab becomes current again),
 // and a free's atomic OR returns it with the bit: a late second free is refused in any later
 // life. No host round trip on either path while the host keeps up. Device words are updated with
@@ -75,7 +75,7 @@ __device__ __forceinline__ u32 cache_peek(const u32* word) {
   return *reinterpret_cast<const volatile u32*>(word);
 }
 
-// Point block `block` at `value` (slab id + 1, or 0 for none), adding its key if new. Keys are
+// Point block `block` at `value` (cache_block_value, or 0 for none), adding its key if new. Keys are
 // never removed, so a lookup stops at the first empty entry.
 __device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 value) {
   const u64 key = block + 1;
@@ -136,17 +136,22 @@ __device__ inline void cache_map_blocks(const DeviceCaches& c, u64 first, u64 co
   }
 }
 
-// The slab holding block `block`, or -1.
-__device__ inline int cache_slab_of_block(const DeviceCaches& c, u64 block) {
+// The block table's value for block `block` (cache_block_value), or 0 when no slab holds it.
+__device__ inline u32 cache_block_lookup(const DeviceCaches& c, u64 block) {
   const u64 key = block + 1;
   u64 at = cache_hash_home(block, c.hash_len);
   for (u32 probes = 0; probes < c.hash_len; ++probes) {
     const u64 current = device_atomic<u64>(c.blocks[at]).load(cuda::memory_order_acquire);
-    if (current == 0) return -1;
-    if (current >> 32 == key) return (int)(u32)current - 1;
+    if (current == 0) return 0;
+    if (current >> 32 == key) return (u32)current;
     at = (at + 1) & (c.hash_len - 1);
   }
-  return -1;
+  return 0;
+}
+
+// The slab holding block `block`, or -1.
+__device__ inline int cache_slab_of_block(const DeviceCaches& c, u64 block) {
+  return cache_block_slab(cache_block_lookup(c, block));
 }
 
 // Whether slab id `id` is class `cls`'s slab number `number` now. The number is read first
@@ -335,7 +340,9 @@ __device__ inline void cache_slab_blocks_part(const DeviceCaches& c, u32 cls, u6
   const u64 per_part = (blocks + parts - 1) / parts;
   const u64 first = (cache_entry_base(entry) >> 21) + part * per_part;
   const u64 last = (cache_entry_base(entry) >> 21) + blocks;
-  for (u64 b = first; b < first + per_part && b < last; ++b) cache_map_block(c, b, id + 1);
+  for (u64 b = first; b < first + per_part && b < last; ++b) {
+    cache_map_block(c, b, cache_block_value(id, cls));
+  }
 }
 
 // Share `part` of `parts` of the middle step, after the life: the slab's bitmap words in its new
@@ -617,14 +624,19 @@ __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
   system_atomic<u64>(c.returns[i % c.max_slabs]).store(lap << 32 | id, cuda::memory_order_release);
 }
 
-// One lane's object in slab `id`, before its bit: kLaneOk when it may be freed, with its slot,
-// the slab's life it was judged in and the slots it covers; any other LaneStatus is the lane's
-// outcome.
-__device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 address, u32 stamp,
-                                       u64* slot, u32* life, u32* slots) {
-  // The life first: the fields read below are this life's or a later one's, and the bit is set
-  // only in a word of this life.
+// One lane's object in slab `id`, whose class the block table gave as `mapped_class`, before its
+// bit: kLaneOk when it may be freed, with its slot, the slab's life it was judged in and the
+// slots it covers; any other LaneStatus is the lane's outcome.
+__device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, u32 id,
+                                       u64 address, u32 stamp, u64* slot, u32* life, u32* slots) {
+  // The class word beside the life, not after the fields: one round trip fewer. Relaxed: an
+  // object handed out before this free was reads a word at or past its own fetch_add, and the
+  // word is compared only with the slab's number read below.
+  u64 word = device_atomic<u64>(c.class_words[mapped_class]).load(cuda::memory_order_relaxed);
+  // The life first among the slab's fields: the fields read below are this life's or a later
+  // one's, and the bit is set only in a word of this life.
   *life = device_atomic<u32>(c.slab_life[id]).load(cuda::memory_order_acquire);
+  const u32 number = device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed);
   // Then the stamp: a handle of an earlier slab on these blocks (of any class; the cache
   // generations of a block only grow) or of a host chunk there before is a second free wherever
   // in the new slab it points. 0 (a free by address) is not checked.
@@ -636,10 +648,11 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 id, u64 addres
   if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
   if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
   *slot = offset >> log2;
-  const u64 word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_acquire);
-  if ((u32)(word >> kSlabNumberShift) ==
-          device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed) &&
-      *slot >= (word & kCursorMask)) {
+  if (cls != mapped_class) {
+    // The slab went back and started again in another class since the probe.
+    word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_relaxed);
+  }
+  if ((u32)(word >> kSlabNumberShift) == number && *slot >= (word & kCursorMask)) {
     // Not handed out in this life: a pointer (no stamp) can only be of an earlier life of the
     // blocks, a second free; a handle of this life was made up.
     return stamp == 0 ? (u32)kLaneDoubleFree : (u32)kLaneInvalidHandle;
@@ -680,14 +693,16 @@ __device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32
 // *any_failed whether some lane of `mask` failed in the caches. false: ask the host.
 __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 stamp,
                                   u32* lane_status, bool* any_failed) {
-  const int slab = address != 0 ? cache_slab_of_block(c, address >> 21) : -1;
+  const u32 mapped = address != 0 ? cache_block_lookup(c, address >> 21) : 0u;
+  const int slab = cache_block_slab(mapped);
   // A handle a cache slab made whose blocks no slab holds now: its slab went back after its
   // last object was freed, so this is a second free, judged here.
   const bool stale = slab < 0 && address != 0 && stamp >= kCacheStampFlag;
   const bool mine = slab >= 0 || stale;
   u64 slot = 0;
   u32 life = 0, slots = 0;
-  u32 status = slab >= 0 ? cache_judge_free(c, (u32)slab, address, stamp, &slot, &life, &slots)
+  u32 status = slab >= 0 ? cache_judge_free(c, cache_block_class(mapped), (u32)slab, address,
+                                            stamp, &slot, &life, &slots)
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;

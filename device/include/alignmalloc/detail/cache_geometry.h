@@ -91,6 +91,14 @@ AM_HD u64 cache_hash_home(u64 block, u64 len) {
   return (block * 0x9E3779B97F4A7C15ull) >> (cache_clz64(len) + 1);  // >> (64 - log2(len))
 }
 
+// The block table's value for a block of slab `id` of class `cls`: id + 1, the class above
+// kBlockClassShift (0: no slab holds the block). A free learns the class from its probe.
+AM_HD u32 cache_block_value(u32 id, u32 cls) { return (id + 1) | cls << kBlockClassShift; }
+// The slab id a block table value names, or -1 for none.
+AM_HD int cache_block_slab(u32 value) { return (int)(value & ((1u << kBlockClassShift) - 1)) - 1; }
+// The class a block table value names (of a value that names a slab).
+AM_HD u32 cache_block_class(u32 value) { return value >> kBlockClassShift; }
+
 }  // namespace am
 
 #endif  // ALIGNMALLOC_CACHE_GEOMETRY_H
