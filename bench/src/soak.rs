@@ -169,9 +169,9 @@ struct Report {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     cli::output_file(args.json.as_deref(), "--json")?;
-    // The caches may hold half the arena, the most the runtime allows: with an eighth (the
-    // default) this workload's scattered lifetimes keep the caches at their bound and most lanes
-    // go through the host. Sized from the arena, so one command fits an 80 GB and a 141 GB card;
+    // The caches may hold three quarters of the arena, the most the runtime allows: with less
+    // this workload's scattered lifetimes keep the caches at their bound and lanes go through
+    // the host. Sized from the arena, so one command fits an 80 GB and a 141 GB card;
     // ALIGNMALLOC_DEVICE_CACHE_BYTES or _FRACTION still decide when set.
     let rt = Runtime::builder()
         .backend(BackendChoice::Cuda)

@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use alignmalloc::internals::orchestrator;
+use alignmalloc::settings::MAX_DEVICE_CACHE_FRACTION;
 use alignmalloc::{BackendKind, Runtime};
 use anyhow::{Context, ensure};
 use serde::Serialize;
@@ -351,13 +352,27 @@ pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
     } else {
         (peak_list_bytes * 8).clamp(256 << 20, 8 << 30)
     };
+    // The caches may hold the most of the arena the runtime allows: every object here is a
+    // list, and lists that move round after round leave slabs held by a few live lists each
+    // (they go back only when all of theirs are freed), so at half the arena the rounds of
+    // 1 000 000 edges were denied and went through the host; what the host serves here is only
+    // lists over 4 MiB. ALIGNMALLOC_DEVICE_CACHE_BYTES or _FRACTION still decide when set.
     let rt = Runtime::builder()
         .backend(args.backend)
         .fault_counters(gpu)
         .arena_bytes(arena_bytes)
+        .device_cache_fraction(MAX_DEVICE_CACHE_FRACTION)
         .build()
         .context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    if let Some(bound) = rt.cache_bound_bytes() {
+        note!(
+            "device caches: at most {:.1} GiB, {:.2} of the arena (walk's default {MAX_DEVICE_CACHE_FRACTION}, \
+             the most allowed; ALIGNMALLOC_DEVICE_CACHE_FRACTION or _BYTES set another)",
+            bound as f64 / (1u64 << 30) as f64,
+            bound as f64 / rt.arena_bytes() as f64
+        );
+    }
     if rt.backend() == BackendKind::Cuda {
         let started = Instant::now();
         rt.prefetch_arena().context("moving the arena to the GPU")?;
@@ -561,9 +576,9 @@ fn cache_denials(rows: &[BatchRow], bound_bytes: Option<u64>) -> Vec<String> {
         lines.push(format!(
             "{system}: the device caches denied {denials} asks for a slab, the first in batch {} \
              (holding {:.0} MiB{bound} for {:.0} MiB of lists): lanes of a denied class \
-             allocated through the host from then on. A larger bound \
-             (ALIGNMALLOC_DEVICE_CACHE_FRACTION, at most 0.75) or pool (--pool-gib) keeps them \
-             on the device (docs/caches.md)",
+             allocated through the host from then on. A larger pool (--pool-gib), or a larger \
+             bound where it is below 0.75 of the arena (ALIGNMALLOC_DEVICE_CACHE_FRACTION), keeps \
+             them on the device (docs/caches.md)",
             first.batch,
             mib(held),
             mib(first.memory_bytes)
