@@ -1311,6 +1311,16 @@ mod tests {
                 numbers.start - 1,
                 "slab 2 used up, not left"
             );
+            // The host, tending on its own thread, publishes past the slabs held ahead before
+            // the move below claims again (on a busy machine it may not have yet).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while caches.channel.filled(SMALL) < numbers.end {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the host published no more"
+                );
+                std::thread::yield_now();
+            }
             warp(&caches)
         });
         assert_eq!(caches.number(SMALL), numbers.start);
