@@ -171,6 +171,11 @@ struct Report {
     list_growth: ListGrowth,
     /// The pool every allocator started with on the GPU (bytes; none on the sim backend).
     pool_bytes: Option<u64>,
+    /// alignmalloc's arena (bytes).
+    arena_bytes: u64,
+    /// The most bytes alignmalloc's device caches could hold (`walk` lets them hold three
+    /// quarters of the arena unless the settings say otherwise); none when they were off.
+    cache_bound_bytes: Option<u64>,
     times: &'static str,
     /// Systems asked for that did not run or failed, with why.
     skipped: Vec<String>,
@@ -427,6 +432,8 @@ pub fn run(args: &Args, mode: &Mode) -> anyhow::Result<()> {
         mode: mode_name,
         list_growth: args.list_growth,
         pool_bytes: (rt.backend() == BackendKind::Cuda).then_some(pool_bytes),
+        arena_bytes: rt.arena_bytes(),
+        cache_bound_bytes: rt.cache_bound_bytes(),
         edges_loaded: loaded,
         batches: batches.len(),
         edges_inserted: inserted,
@@ -678,6 +685,10 @@ mod tests {
             assert!((5700..=6000).contains(&n), "{key}: {n}");
         }
         assert_eq!(report["walkers_per_batch"], 512, "a walk from every vertex");
+        // walk's caches may hold three quarters of the arena, the most the runtime allows.
+        let share =
+            report["cache_bound_bytes"].as_f64().unwrap() / report["arena_bytes"].as_f64().unwrap();
+        assert!((0.74..=0.75).contains(&share), "caches' share {share}");
         let ours = ours(&report);
         assert_eq!(ours[0]["phase"], "load");
         assert_eq!(ours.len(), 4);
