@@ -761,28 +761,25 @@ impl CpuCaches {
                 continue;
             }
             let found = self.slab_and_class_of_block(address >> 21);
-            let slab = found.map(|(id, _)| id);
             // A handle a cache slab made whose blocks no slab holds now: its slab went back
             // after its last object was freed, so this is a second free.
             let stale = stamp >= CACHE_STAMP_FLAG;
-            if slab.is_none() && !stale {
+            if found.is_none() && !stale {
                 continue; // the host's object, or no one's: the host judges it
             }
             out.handled |= 1 << lane;
-            let outcome = match slab {
-                Some(slab) => {
-                    match self.judge_free(found.map_or(0, |(_, c)| c), slab, address, stamp) {
-                        Ok(judged) => {
-                            slots[lane] = judged.slots;
-                            self.set_bit(slab, judged.slot, judged.life)
-                        }
-                        Err(status) => status,
+            let outcome = match found {
+                Some((slab, class)) => match self.judge_free(class, slab, address, stamp) {
+                    Ok(judged) => {
+                        slots[lane] = judged.slots;
+                        self.set_bit(slab, judged.slot, judged.life)
                     }
-                }
+                    Err(status) => status,
+                },
                 None => LaneStatus::DoubleFree,
             };
             out.lanes[lane] = outcome;
-            if let (LaneStatus::Ok, Some(slab)) = (outcome, slab) {
+            if let (LaneStatus::Ok, Some((slab, _))) = (outcome, found) {
                 slabs[lane] = slab;
             }
         }
