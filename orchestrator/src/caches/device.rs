@@ -11,7 +11,8 @@
 //! with the cache generation of the host's ring entry, which is above that of every earlier slab
 //! on the same blocks; every handle of the slab carries it, [`Handle::cached`]), its life (how many times the id became current) and its bitmap of freed
 //! objects, each `u64` word the life it belongs to (high half) and 32 bits. A hash table maps each
-//! VABlock that was ever part of a slab to the slab holding it now (or none): keys are never
+//! VABlock that was ever part of a slab to the slab holding it now and that slab's class (or
+//! none; [`block_value`]): keys are never
 //! removed, so lookups stop at the first empty entry and the table never fills with tombstones;
 //! it has room for twice the arena's largest size in blocks.
 //!
