@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use loom::sync::atomic::{AtomicU64, Ordering};
+
 use bytemuck::Zeroable;
 use loom::thread;
 use orchestrator::caches::{
@@ -574,6 +576,57 @@ fn a_slab_freed_empty_while_the_host_tends_goes_back_once() {
         let again = cached_free(&caches, &alloc.handles[..1]);
         assert_eq!(again.handled, 1);
         assert_eq!(again.lanes[0], LaneStatus::DoubleFree);
+        drain_to_empty(&caches, &mut keeper, &mut resolver);
+    });
+}
+
+/// What two warps did with their objects before freeing them comes before the slab's return, as
+/// the host sees it: each writes its object (a relaxed word standing for its bytes), then frees it
+/// while the other does; the warp whose count-down reaches zero gives the slab back, and the host,
+/// once it took the return, reads both writes. The count-downs are relaxed after each warp's
+/// release fence and the last one fences (acquire) before the return: without the release, the
+/// host may read a word as it was before the other warp wrote it.
+#[test]
+fn what_warps_wrote_to_their_objects_comes_before_the_slab_s_return() {
+    model_caches(|| {
+        let (caches, keeper, resolver, alloc) = retired_slab_with_two_objects();
+        let objects = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+
+        let host = {
+            let objects = objects.clone();
+            thread::spawn(move || {
+                let mut keeper = keeper;
+                let mut resolver = resolver;
+                while keeper.stats().snapshot().returns == 0 {
+                    if keeper.tend(&mut resolver) == 0 {
+                        thread::yield_now();
+                    }
+                }
+                // The slab is the host's again: a next owner of its bytes sees the last writes.
+                let seen = [0, 1].map(|i| objects[i].load(Ordering::Relaxed));
+                (keeper, resolver, seen)
+            })
+        };
+        let other = {
+            let caches = caches.clone();
+            let objects = objects.clone();
+            thread::spawn(move || {
+                objects[1].store(2, Ordering::Relaxed);
+                cached_free(&caches, &alloc.handles[1..2]).lanes[0]
+            })
+        };
+        objects[0].store(1, Ordering::Relaxed);
+        let mine = cached_free(&caches, &alloc.handles[..1]).lanes[0];
+        assert_eq!(
+            (mine, other.join().unwrap()),
+            (LaneStatus::Ok, LaneStatus::Ok)
+        );
+        let (mut keeper, mut resolver, seen) = host.join().unwrap();
+        assert_eq!(
+            seen,
+            [1, 2],
+            "the host took the slab back before a warp's writes"
+        );
         drain_to_empty(&caches, &mut keeper, &mut resolver);
     });
 }

@@ -38,7 +38,7 @@ use super::geometry::{
 };
 use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
-use crate::sync::{AtomicU32, AtomicU64, spin_wait, yield_now};
+use crate::sync::{AtomicU32, AtomicU64, fence, spin_wait, yield_now};
 
 /// Whether a slab's start writes its bitmap words: a slab claimed ahead had them written for the
 /// life it starts in by the move before ([`CpuCaches::ready_next_ahead`]).
@@ -425,13 +425,24 @@ impl CpuCaches {
         }
     }
 
-    /// Count `slots` of slab `id` freed; the count that reaches zero gives the slab back.
+    /// Count `slots` of slab `id` freed that no object will take (an allocating lane's slots
+    /// past the slab's end).
     fn free_slots(&self, id: usize, slots: u32) {
+        fence(Ordering::Release);
+        self.count_down(id, slots);
+    }
+
+    /// Count `slots` of slab `id` freed, after a release fence of the caller (its accesses to
+    /// the slots, and a free's bit, come before): each count-down is a release, and the one
+    /// that reaches zero acquires them all (the count's release sequence) and gives the slab
+    /// back.
+    fn count_down(&self, id: usize, slots: u32) {
         // Slots are counted down only after they were handed out (or left over) in the slab's
         // current life, so the count cannot be below them.
-        let before = self.slab_live[id].fetch_sub(slots, Ordering::AcqRel);
+        let before = self.slab_live[id].fetch_sub(slots, Ordering::Relaxed);
         debug_assert!(before >= slots, "slab {id}: {before} live, {slots} freed");
         if before == slots {
+            fence(Ordering::Acquire);
             self.return_slab(id);
         }
     }
@@ -667,6 +678,8 @@ impl CpuCaches {
     fn start_slab(&self, class: usize, number: u32, entry: u64, words: Words) {
         let (base, id, generation) = entry_parts(entry);
         let slab = id as usize;
+        // Only the lock holder writes the life: read before the stores, as on the GPU.
+        let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
         self.slab_base[slab].store(base, Ordering::Relaxed);
         self.slab_class[slab].store(class as u32, Ordering::Relaxed);
         self.slab_live[slab].store(slab_objects(class) as u32, Ordering::Relaxed);
@@ -675,7 +688,6 @@ impl CpuCaches {
         self.slab_number[slab].store(number, Ordering::Release);
         // The new life after the fields above (a free that reads it sees them), then its
         // bitmap: a late free of an earlier life finds the words of this one and is refused.
-        let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
         self.slab_life[slab].store(life, Ordering::Release);
         if words == Words::Write {
             self.write_words(class, slab, life);
@@ -683,7 +695,12 @@ impl CpuCaches {
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, block_value(id, class));
         }
-        self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Release);
+        // One release, the word's: it publishes the ring's entry too (a reader of the ring
+        // checks the slab's number anyway, `is_slab`). The GPU stores the word; the twin swaps
+        // it, the same under the memory model (the old word is not used), because loom lets a
+        // plain store fall between the read and the write of another thread's fetch_add
+        // (tokio-rs/loom#254), so two warps would take the same objects in its model only.
+        self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Relaxed);
         self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
     }
 
@@ -784,6 +801,9 @@ impl CpuCaches {
                 slabs[lane] = slab;
             }
         }
+        // Every lane's bit (and what it did with its object) before any count-down: one fence,
+        // as the GPU's lanes each fence before the warp's count-downs.
+        fence(Ordering::Release);
         // One count-down per slab, as the warp-aggregated atomic on the GPU; a run object
         // counts down alone. These lanes set their bits in the slab's current life, so it is
         // live until they count down.
@@ -794,14 +814,14 @@ impl CpuCaches {
             }
             if slots[lane] != 1 {
                 slabs[lane] = usize::MAX;
-                self.free_slots(slab, slots[lane]);
+                self.count_down(slab, slots[lane]);
                 continue;
             }
             let same = lane_mask(|l| slabs[l] == slab);
             for l in set_lanes(same) {
                 slabs[l] = usize::MAX;
             }
-            self.free_slots(slab, same.count_ones());
+            self.count_down(slab, same.count_ones());
         }
         // Stripe 0: CPU warps have no SM; the sums are what the host reads.
         for lane in set_lanes(out.handled) {
@@ -884,7 +904,9 @@ impl CpuCaches {
     fn set_bit(&self, slab: usize, slot: u64, life: u32) -> LaneStatus {
         let bit = 1u64 << (slot % 32);
         let word = &self.bits[slab * BITMAP_WORDS + slot as usize / 32];
-        let before = word.fetch_or(bit, Ordering::AcqRel);
+        // Relaxed: the word's atomicity is the judgement; what the lane did with its object
+        // is ordered by the fence before its count-down.
+        let before = word.fetch_or(bit, Ordering::Relaxed);
         if (before >> 32) as u32 == life {
             return if before & bit == 0 {
                 LaneStatus::Ok
@@ -893,7 +915,7 @@ impl CpuCaches {
             };
         }
         if before & bit == 0 {
-            word.fetch_and(!bit, Ordering::AcqRel);
+            word.fetch_and(!bit, Ordering::Relaxed);
         }
         LaneStatus::DoubleFree
     }
@@ -1022,9 +1044,10 @@ impl CpuCaches {
         self.post_return(slab);
     }
 
-    /// Post slab `slab` to the host's returns ring.
+    /// Post slab `slab` to the host's returns ring: the entry's index only has to be unique
+    /// (relaxed), and the entry's release store publishes what came before.
     fn post_return(&self, slab: usize) {
-        let i = self.returns_claimed.fetch_add(1, Ordering::AcqRel);
+        let i = self.returns_claimed.fetch_add(1, Ordering::Relaxed);
         self.channel.post_return(i, slab as u32);
     }
 }

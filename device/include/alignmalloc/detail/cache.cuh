@@ -106,9 +106,9 @@ __device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 val
 // does, with the first probe of up to kCacheMaxSlabBlocks blocks read together: one after the
 // other, each probe waited for the one before (a 32 MiB slab's return, 16 blocks by one lane,
 // made frees of 4-16 KiB objects 1.4x slower). A block whose key is not at its first probe takes
-// the full probe. One fence orders the loads before the stores as each load's acquire and each
-// store's release would; for one block that fence costs more than the pair (measured on the
-// slab start, where each lane maps few blocks: cache_prepare_slab_part maps one at a time).
+// the full probe. Relaxed, with no fence: the caller orders the stores (a slab's return, whose
+// system-scope release of the returns entry orders its unmapping before the host takes the
+// slab; a free that still finds the block mapped judges by the slab's life as before).
 __device__ inline void cache_map_blocks(const DeviceCaches& c, u64 first, u64 count, u32 value) {
   for (u64 start = 0; start < count; start += kCacheMaxSlabBlocks) {
     const u64 n = count - start < kCacheMaxSlabBlocks ? count - start : kCacheMaxSlabBlocks;
@@ -120,7 +120,6 @@ __device__ inline void cache_map_blocks(const DeviceCaches& c, u64 first, u64 co
         seen[i] = device_atomic<u64>(c.blocks[at]).load(cuda::memory_order_relaxed);
       }
     }
-    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_device);
     AM_CACHE_UNROLL
     for (u32 i = 0; i < kCacheMaxSlabBlocks; ++i) {
       if (i < n) {
@@ -303,17 +302,18 @@ __device__ inline u32 cache_advance_locked(const DeviceCaches& c, const u32* clo
 
 // Starting the claimed slab `entry` as class `cls`'s slab number `number` (class lock held), in
 // three steps so that the lanes of a warp can share the middle one. First its fields, then its
-// new life (release: a free that reads the life sees the fields); returns the life.
+// new life (release: a free that reads the life sees the fields); returns the life. The life is
+// read before the stores (only the lock holder writes it), so its round trip overlaps theirs.
 __device__ inline u32 cache_begin_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry) {
   const u32 id = cache_entry_id(entry);
+  device_atomic<u32> life_word(c.slab_life[id]);
+  const u32 life = life_word.load(cuda::memory_order_relaxed) + 1;
   device_atomic<u64>(c.slab_base[id]).store(cache_entry_base(entry), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_class[id]).store(cls, cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_live[id]).store((u32)cache_slab_objects(cls), cuda::memory_order_relaxed);
   device_atomic<u32>(c.slab_generation[id]).store(cache_entry_stamp(entry), cuda::memory_order_relaxed);
   // The number last (release): a reader that sees it sees the class above (cache_is_slab).
   device_atomic<u32>(c.slab_number[id]).store(number, cuda::memory_order_release);
-  device_atomic<u32> life_word(c.slab_life[id]);
-  const u32 life = life_word.load(cuda::memory_order_relaxed) + 1;
   life_word.store(life, cuda::memory_order_release);
   return life;
 }
@@ -370,16 +370,17 @@ __device__ inline bool cache_next_ahead(const DeviceCaches& c, u32 cls, u32* id,
   return true;
 }
 
-// The last step: the class's ring of ids and its word move to the slab (release: a warp that
-// takes objects from it sees the steps before), the host learns it was taken (`found`
-// kAdvanceClaimed; a slab claimed ahead was posted taken then), and the class claims the next
-// one ahead.
+// The last step: the class's ring of ids and its word move to the slab, the host learns it was
+// taken (`found` kAdvanceClaimed; a slab claimed ahead was posted taken then), and the class
+// claims the next one ahead. One release, the word's: a warp that takes objects from the slab
+// sees the steps before and the ring's entry (which a reader checks against the slab's number
+// anyway, cache_is_slab); the word is stored, not exchanged, as no one needs the old one.
 __device__ inline void cache_finish_slab(const DeviceCaches& c, u32 cls, u32 number, u64 entry,
                                          u32 found) {
   device_atomic<u32>(c.class_slab[cls * c.ring_len + (number & (c.ring_len - 1))])
-      .store(cache_entry_id(entry), cuda::memory_order_release);
-  device_atomic<u64>(c.class_words[cls]).exchange((u64)number << kSlabNumberShift,
-                                                   cuda::memory_order_release);
+      .store(cache_entry_id(entry), cuda::memory_order_relaxed);
+  device_atomic<u64>(c.class_words[cls]).store((u64)number << kSlabNumberShift,
+                                                cuda::memory_order_release);
   if (found == kAdvanceClaimed) {
     system_atomic<u32>(c.taken[cls]).store(number, cuda::memory_order_release);
   }
@@ -487,11 +488,21 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
 
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id);
 
-// Count `slots` of slab `id` freed; the count that reaches zero gives the slab back.
-__device__ inline void cache_free_slots(const DeviceCaches& c, u32 id, u32 slots) {
-  if (device_atomic<u32>(c.slab_live[id]).fetch_sub(slots, cuda::memory_order_acq_rel) == slots) {
+// Count `slots` of slab `id` freed, after a release fence of the counting lane (its accesses to
+// the slots, and a free's bit, come before): each count-down is a release, and the one that
+// reaches zero acquires them all (the release sequence of the count) and gives the slab back.
+__device__ inline void cache_count_down(const DeviceCaches& c, u32 id, u32 slots) {
+  if (device_atomic<u32>(c.slab_live[id]).fetch_sub(slots, cuda::memory_order_relaxed) == slots) {
+    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
     cache_return_slab(c, id);
   }
+}
+
+// Count `slots` of slab `id` freed that no object will take (an allocating lane's slots past the
+// slab's end).
+__device__ inline void cache_free_slots(const DeviceCaches& c, u32 id, u32 slots) {
+  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+  cache_count_down(c, id, slots);
 }
 
 // One lane of the run class: its `slots` slots with a fetch_add of its own. Run lanes take no
@@ -617,10 +628,13 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id) {
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
   const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+  // The returns entry first (relaxed: it only has to be unique), so its round trip overlaps the
+  // block table's probes; nothing is published until the entry's store below.
+  const u64 i = device_atomic<u64>(*c.returns_claimed).fetch_add(1, cuda::memory_order_relaxed);
   cache_map_blocks(c, base >> 21, cache_slab_blocks(cls), 0);
-  const u64 i = device_atomic<u64>(*c.returns_claimed).fetch_add(1, cuda::memory_order_acq_rel);
   const u64 lap = i / c.max_slabs + 1;
-  __threadfence_system();
+  // Release at system scope: the host, and through it the warp that starts the slab again, sees
+  // the blocks unmapped and every free of this life (the count-down's acquire) before it.
   system_atomic<u64>(c.returns[i % c.max_slabs]).store(lap << 32 | id, cuda::memory_order_release);
 }
 
@@ -677,13 +691,15 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
 // The word's life comes back with the bit, from one atomic, so the outcome is judged in the life
 // the bit landed in. A bit that landed in a later life is taken back at once: only a free that
 // stalled across the slab's return and its next start gets there, and only a free of that slot's
-// new object between these two atomics of one thread could then be refused.
+// new object between these two atomics of one thread could then be refused. Relaxed: the word's
+// atomicity is the judgement; what the lane did before the free is ordered by the fence before
+// its count-down (cache_free), which nothing can pass before the bit is set.
 __device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32 life) {
   const u64 bit = 1ull << (slot % 32);
   device_atomic<u64> word(c.bits[(u64)id * kCacheBitmapWords + slot / 32]);
-  const u64 before = word.fetch_or(bit, cuda::memory_order_acq_rel);
+  const u64 before = word.fetch_or(bit, cuda::memory_order_relaxed);
   if ((u32)(before >> 32) == life) return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
-  if ((before & bit) == 0) word.fetch_and(~bit, cuda::memory_order_acq_rel);
+  if ((before & bit) == 0) word.fetch_and(~bit, cuda::memory_order_relaxed);
   return kLaneDoubleFree;
 }
 
@@ -706,6 +722,10 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
+  // Every lane's accesses to its object and its bit before any count-down of the warp: each
+  // lane fences (one fence for the warp's lanes, where each lane's bit had its own acq_rel
+  // atomic) before the warp-wide instructions, which no lane leaves before all joined them.
+  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
   // Every warp-wide instruction first, each taken by every lane of `mask` and its result used
   // on every path; only then the atomics, where lanes go their own ways (a run object's
   // count-down may give its slab back). With the match taken by the ok lanes alone and the
@@ -719,7 +739,7 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   // its lanes of the slab (the lowest of them), a run object (which may span many slots) alone.
   const u32 lane = lane_id();
   const u32 count = slots != 1 ? slots : (u32)__popc(same);
-  if (ok && (slots != 1 || lane == (u32)(__ffs(same) - 1))) cache_free_slots(c, (u32)slab, count);
+  if (ok && (slots != 1 || lane == (u32)(__ffs(same) - 1))) cache_count_down(c, (u32)slab, count);
   u64* counters = c.counters + (u64)(sm_id() % kCacheCounterStripes) * kCacheFreeCounters;
   if (mine && !ok) atomicAdd(&counters[status], 1ull);  // bad frees: rare, one atomic each
   if (ok && lane == (u32)(__ffs(freed_mask) - 1)) {
