@@ -21,7 +21,8 @@
 //! device heap, sized for the largest round; GPU only) and `gallatin` (Gallatin's device
 //! allocator over a pool as large as the arena; GPU only, when its harness is built:
 //! bench/gallatin/build.sh, [`gallatin`]); `--systems` picks some of them and their order, and
-//! `--kernel-times` adds each kernel's time on the GPU's clock. Each round is also checked:
+//! `--kernel-times` adds each kernel's time on the GPU's clock. The systems of a row take turns
+//! round by round ([`turns`]). Each round is also checked:
 //! every thread tags the first and last word of its object and a second kernel reads the tags
 //! back (an overlap or a wrong handle shows as a bad object); every status must be Ok and, after
 //! a row's rounds, the allocator must be empty with its invariants intact (on the sim backend
@@ -447,7 +448,66 @@ fn threads_within(threads: u32, largest: u64, budget: u64) -> u32 {
     (fit / 32 * 32).max(32)
 }
 
-/// The rounds of one row for every system: a warm-up, then `repeats` timed rounds.
+/// One system's rounds of a row, as they come.
+#[derive(Default)]
+struct RowRounds {
+    totals: Round,
+    allocs: Vec<f64>,
+    frees: Vec<f64>,
+    kernel_allocs: Vec<f64>,
+    kernel_frees: Vec<f64>,
+    threads: u32,
+    asked_bytes: u64,
+    allocations: u64,
+    footprint_bytes: Option<u64>,
+}
+
+impl RowRounds {
+    /// Round `r` over `sizes` (round 0 is the warm-up, not timed).
+    fn add(&mut self, r: u64, sizes: &[u64], got: Round) {
+        self.threads = sizes.len() as u32;
+        self.asked_bytes = sizes.iter().sum();
+        self.allocations += sizes.iter().filter(|&&s| s > 0).count() as u64;
+        self.totals.failures += got.failures;
+        self.totals.bad += got.bad;
+        self.totals.bad_frees += got.bad_frees;
+        self.footprint_bytes = self.footprint_bytes.max(got.footprint_bytes);
+        if r > 0 {
+            self.allocs.push(got.alloc_ms);
+            self.frees.push(got.free_ms);
+            if let Some((alloc, free)) = got.kernel_ms {
+                self.kernel_allocs.push(alloc);
+                self.kernel_frees.push(free);
+            }
+        }
+    }
+}
+
+/// The systems of a row whose rounds take turns: all of them when at most one is alignmalloc's
+/// (its caches' figures and footprint are the runtime's, so two of ours cannot share a
+/// stretch), else each alone. Taking turns puts a stretch where the GPU runs slow (several
+/// launches in a row) into every system's rounds alike, not into one system's row.
+fn turns(systems: &[System]) -> Vec<Vec<System>> {
+    if systems.iter().filter(|s| s.is_ours()).count() <= 1 {
+        vec![systems.to_vec()]
+    } else {
+        systems.iter().map(|&s| vec![s]).collect()
+    }
+}
+
+/// Which of a turn's `systems` systems runs when in round `r`: in order, and in the other order
+/// every other round.
+fn turn_order(r: u64, systems: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..systems).collect();
+    if r % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// The rounds of one row for every system: a warm-up, then `repeats` timed rounds, the
+/// systems of a turn ([`turns`]) alternating round by round (in the other order every other
+/// round, so neither always runs right after the other).
 fn row(
     rounds: &mut dyn Rounds,
     args: &Args,
@@ -457,70 +517,57 @@ fn row(
     size_of_round: &dyn Fn(u64) -> Vec<u64>,
 ) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for &system in systems {
-        let mut totals = Round::default();
-        let mut allocs = Vec::new();
-        let mut frees = Vec::new();
-        let mut threads = 0;
-        let mut asked_bytes = 0;
-        let mut allocations = 0;
-        let mut footprint_bytes: Option<u64> = None;
-        let mut kernel_allocs = Vec::new();
-        let mut kernel_frees = Vec::new();
-        let rt = rounds.runtime();
-        let cache_before = rt.cache_stats();
+    for turn in turns(systems) {
+        let cache_before = rounds.runtime().cache_stats();
+        let mut got: Vec<RowRounds> = turn.iter().map(|_| RowRounds::default()).collect();
         for r in 0..=u64::from(args.repeats) {
             let sizes = size_of_round(r);
-            threads = sizes.len() as u32;
-            asked_bytes = sizes.iter().sum();
-            allocations += sizes.iter().filter(|&&s| s > 0).count() as u64;
-            let got = rounds.round(system, &sizes, test == Test::Mixed)?;
-            totals.failures += got.failures;
-            totals.bad += got.bad;
-            totals.bad_frees += got.bad_frees;
-            footprint_bytes = footprint_bytes.max(got.footprint_bytes);
-            if r > 0 {
-                allocs.push(got.alloc_ms);
-                frees.push(got.free_ms);
-                if let Some((alloc, free)) = got.kernel_ms {
-                    kernel_allocs.push(alloc);
-                    kernel_frees.push(free);
-                }
+            for i in turn_order(r, turn.len()) {
+                let round = rounds.round(turn[i], &sizes, test == Test::Mixed)?;
+                got[i].add(r, &sizes, round);
             }
         }
         let held = rounds.runtime().cache_stats().map(|c| c.held_bytes);
-        check_empty(rounds.runtime(), system)?;
-        let caches = match (system, cache_before, held, rounds.runtime().cache_stats()) {
-            (System::CudaMalloc | System::Gallatin, ..) => None,
-            (_, Some(before), Some(held), Some(drained)) => {
-                Some(RowCaches::between(&before, held, &drained))
-            }
-            _ => None,
-        };
-        let alloc_ms = median(&mut allocs.clone());
-        rows.push(Row {
-            test,
-            parameter: parameter.clone(),
-            threads,
-            system,
-            alloc_ms,
-            free_ms: median(&mut frees.clone()),
-            alloc_ms_rounds: allocs,
-            free_ms_rounds: frees,
-            alloc_kernel_ms: (!kernel_allocs.is_empty()).then(|| median(&mut kernel_allocs)),
-            free_kernel_ms: (!kernel_frees.is_empty()).then(|| median(&mut kernel_frees)),
-            caches,
-            alloc_ratio_to_alignmalloc: None,
-            objects_per_s: f64::from(threads) / (alloc_ms / 1e3),
-            failed: totals.failures,
-            allocations,
-            bad: totals.bad,
-            bad_frees: totals.bad_frees,
-            asked_bytes,
-            footprint_bytes,
-            footprint_ratio: footprint_bytes.map(|f| f as f64 / asked_bytes.max(1) as f64),
-        });
+        for (&system, mut got) in turn.iter().zip(got) {
+            check_empty(rounds.runtime(), system)?;
+            let caches = match (system, cache_before, held, rounds.runtime().cache_stats()) {
+                (System::CudaMalloc | System::Gallatin, ..) => None,
+                (_, Some(before), Some(held), Some(drained)) => {
+                    Some(RowCaches::between(&before, held, &drained))
+                }
+                _ => None,
+            };
+            let alloc_ms = median(&mut got.allocs.clone());
+            rows.push(Row {
+                test,
+                parameter: parameter.clone(),
+                threads: got.threads,
+                system,
+                alloc_ms,
+                free_ms: median(&mut got.frees.clone()),
+                alloc_ms_rounds: got.allocs,
+                free_ms_rounds: got.frees,
+                alloc_kernel_ms: (!got.kernel_allocs.is_empty())
+                    .then(|| median(&mut got.kernel_allocs)),
+                free_kernel_ms: (!got.kernel_frees.is_empty())
+                    .then(|| median(&mut got.kernel_frees)),
+                caches,
+                alloc_ratio_to_alignmalloc: None,
+                objects_per_s: f64::from(got.threads) / (alloc_ms / 1e3),
+                failed: got.totals.failures,
+                allocations: got.allocations,
+                bad: got.totals.bad,
+                bad_frees: got.totals.bad_frees,
+                asked_bytes: got.asked_bytes,
+                footprint_bytes: got.footprint_bytes,
+                footprint_ratio: got
+                    .footprint_bytes
+                    .map(|f| f as f64 / got.asked_bytes.max(1) as f64),
+            });
+        }
     }
+    // The rows in the order the systems were asked.
+    rows.sort_by_key(|r| systems.iter().position(|&s| s == r.system));
     let ours = rows
         .iter()
         .find(|r| r.system == System::Alignmalloc)
@@ -859,6 +906,27 @@ fn log_service(rt: &Runtime, system: System, threads: u32, before: &StatsSnapsho
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn systems_take_turns_round_by_round_unless_two_are_ours() {
+        use System::{Alignmalloc, AlignmallocContiguous, CudaMalloc, Gallatin};
+        assert_eq!(
+            turns(&[Alignmalloc, Gallatin, CudaMalloc]),
+            vec![vec![Alignmalloc, Gallatin, CudaMalloc]]
+        );
+        assert_eq!(
+            turns(&[Alignmalloc, AlignmallocContiguous, Gallatin]),
+            vec![
+                vec![Alignmalloc],
+                vec![AlignmallocContiguous],
+                vec![Gallatin]
+            ]
+        );
+        assert_eq!(turn_order(0, 2), [0, 1]);
+        assert_eq!(turn_order(1, 2), [1, 0]);
+        assert_eq!(turn_order(4, 3), [0, 1, 2]);
+        assert_eq!(turn_order(5, 1), [0]);
+    }
 
     #[test]
     fn draws_stay_in_range_and_change_per_round() {
