@@ -519,16 +519,16 @@ fn row(
     let mut rows = Vec::new();
     for turn in turns(systems) {
         let cache_before = rounds.runtime().cache_stats();
-        let mut got: Vec<RowRounds> = turn.iter().map(|_| RowRounds::default()).collect();
+        let mut per_system: Vec<RowRounds> = turn.iter().map(|_| RowRounds::default()).collect();
         for r in 0..=u64::from(args.repeats) {
             let sizes = size_of_round(r);
             for i in turn_order(r, turn.len()) {
                 let round = rounds.round(turn[i], &sizes, test == Test::Mixed)?;
-                got[i].add(r, &sizes, round);
+                per_system[i].add(r, &sizes, round);
             }
         }
         let held = rounds.runtime().cache_stats().map(|c| c.held_bytes);
-        for (&system, mut got) in turn.iter().zip(got) {
+        for (&system, mut got) in turn.iter().zip(per_system) {
             check_empty(rounds.runtime(), system)?;
             let caches = match (system, cache_before, held, rounds.runtime().cache_stats()) {
                 (System::CudaMalloc | System::Gallatin, ..) => None,

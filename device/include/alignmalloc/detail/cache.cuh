@@ -723,8 +723,9 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
   // Every lane's accesses to its object and its bit before any count-down of the warp: each
-  // lane fences (one fence for the warp's lanes, where each lane's bit had its own acq_rel
-  // atomic) before the warp-wide instructions, which no lane leaves before all joined them.
+  // lane fences (one fence for the warp's lanes rather than a fenced atomic per lane) before the
+  // warp-wide instructions, which no lane leaves before all joined them. What this rests on, and
+  // where the same reasoning failed (the class lock), is in docs/caches.md (Free).
   cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
   // Every warp-wide instruction first, each taken by every lane of `mask` and its result used
   // on every path; only then the atomics, where lanes go their own ways (a run object's
