@@ -583,9 +583,9 @@ fn a_slab_freed_empty_while_the_host_tends_goes_back_once() {
 /// What two warps did with their objects before freeing them comes before the slab's return, as
 /// the host sees it: each writes its object (a relaxed word standing for its bytes), then frees it
 /// while the other does; the warp whose count-down reaches zero gives the slab back, and the host,
-/// once it took the return, reads both writes. The count-downs are relaxed after each warp's
-/// release fence and the last one fences (acquire) before the return: without the release, the
-/// host may read a word as it was before the other warp wrote it.
+/// once it took the return, reads both writes. Each count-down is a release and the last one
+/// fences (acquire) before the return: with relaxed count-downs, the host may read a word as it
+/// was before the other warp wrote it.
 #[test]
 fn what_warps_wrote_to_their_objects_comes_before_the_slab_s_return() {
     model_caches(|| {

@@ -373,7 +373,7 @@ impl CpuCaches {
                     if let Some(id) = id.filter(|_| first < objects) {
                         // Its slots cross the slab's end (one lane per slab life): no object
                         // will take the slots left there, so they count as freed now.
-                        self.free_slots(id, (objects - first) as u32);
+                        self.count_down(id, (objects - first) as u32);
                     }
                     self.alloc_run(slots, closed)
                 }
@@ -417,7 +417,7 @@ impl CpuCaches {
                 }
                 // Its slots cross the slab's end (one lane per slab life): no object will take
                 // the slots left there, so they count as freed now.
-                self.free_slots(id, (objects - slot) as u32);
+                self.count_down(id, (objects - slot) as u32);
             }
             if let Advance::Denied = self.advance(RUN_CLASS, number, closed) {
                 return None;
@@ -425,21 +425,13 @@ impl CpuCaches {
         }
     }
 
-    /// Count `slots` of slab `id` freed that no object will take (an allocating lane's slots
-    /// past the slab's end).
-    fn free_slots(&self, id: usize, slots: u32) {
-        fence(Ordering::Release);
-        self.count_down(id, slots);
-    }
-
-    /// Count `slots` of slab `id` freed, after a release fence of the caller (its accesses to
-    /// the slots, and a free's bit, come before): each count-down is a release, and the one
-    /// that reaches zero acquires them all (the count's release sequence) and gives the slab
-    /// back.
+    /// Count `slots` of slab `id` freed: each count-down is a release (of what the warp did
+    /// with the slots, and a free's bits), and the one that reaches zero acquires them all
+    /// (the count's release sequence) and gives the slab back.
     fn count_down(&self, id: usize, slots: u32) {
         // Slots are counted down only after they were handed out (or left over) in the slab's
         // current life, so the count cannot be below them.
-        let before = self.slab_live[id].fetch_sub(slots, Ordering::Relaxed);
+        let before = self.slab_live[id].fetch_sub(slots, Ordering::Release);
         debug_assert!(before >= slots, "slab {id}: {before} live, {slots} freed");
         if before == slots {
             fence(Ordering::Acquire);
@@ -801,9 +793,8 @@ impl CpuCaches {
                 slabs[lane] = slab;
             }
         }
-        // Every lane's bit (and what it did with its object) before any count-down: one fence,
-        // as the GPU's lanes each fence before the warp's count-downs.
-        fence(Ordering::Release);
+        // Every lane's bit, and what it did with its object, comes before the count-downs'
+        // releases: one thread plays the warp here, as the GPU's lanes meet at a __syncwarp.
         // One count-down per slab, as the warp-aggregated atomic on the GPU; a run object
         // counts down alone. These lanes set their bits in the slab's current life, so it is
         // live until they count down.
@@ -905,7 +896,7 @@ impl CpuCaches {
         let bit = 1u64 << (slot % 32);
         let word = &self.bits[slab * BITMAP_WORDS + slot as usize / 32];
         // Relaxed: the word's atomicity is the judgement; what the lane did with its object
-        // is ordered by the fence before its count-down.
+        // is ordered by its count-down's release.
         let before = word.fetch_or(bit, Ordering::Relaxed);
         if (before >> 32) as u32 == life {
             return if before & bit == 0 {

@@ -488,21 +488,14 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
 
 __device__ inline void cache_return_slab(const DeviceCaches& c, u32 id);
 
-// Count `slots` of slab `id` freed, after a release fence of the counting lane (its accesses to
-// the slots, and a free's bit, come before): each count-down is a release, and the one that
-// reaches zero acquires them all (the release sequence of the count) and gives the slab back.
+// Count `slots` of slab `id` freed: each count-down is a release (of what the counting lane did,
+// and what it saw its warp's lanes do), and the one that reaches zero acquires them all (the
+// release sequence of the count) and gives the slab back.
 __device__ inline void cache_count_down(const DeviceCaches& c, u32 id, u32 slots) {
-  if (device_atomic<u32>(c.slab_live[id]).fetch_sub(slots, cuda::memory_order_relaxed) == slots) {
+  if (device_atomic<u32>(c.slab_live[id]).fetch_sub(slots, cuda::memory_order_release) == slots) {
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
     cache_return_slab(c, id);
   }
-}
-
-// Count `slots` of slab `id` freed that no object will take (an allocating lane's slots past the
-// slab's end).
-__device__ inline void cache_free_slots(const DeviceCaches& c, u32 id, u32 slots) {
-  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
-  cache_count_down(c, id, slots);
 }
 
 // One lane of the run class: its `slots` slots with a fetch_add of its own. Run lanes take no
@@ -534,7 +527,7 @@ __device__ inline bool cache_alloc_run(const DeviceCaches& c, const u32* closed,
       }
       // Its slots cross the slab's end (one lane per slab life): no object will take the slots
       // left there, so they count as freed now.
-      cache_free_slots(c, id, (u32)(objects - slot));
+      cache_count_down(c, id, (u32)(objects - slot));
     }
     if (!cache_advance(c, closed, cls, number)) return false;
   }
@@ -605,7 +598,7 @@ __device__ inline bool cache_alloc(const DeviceCaches& c, const u32* closed, u32
     // After the ballot (no warp-wide instruction follows a lane's own way through the atomics,
     // see cache_free): this lane's slots cross the slab's end (one lane per slab life), and no
     // object will take the slots left there, so they count as freed now.
-    if (run && number != 0 && slot < objects && !got) cache_free_slots(c, id, (u32)(objects - slot));
+    if (run && number != 0 && slot < objects && !got) cache_count_down(c, id, (u32)(objects - slot));
     if (got) {
       if (run) {
         device_atomic<u64>(c.bits[(u64)id * kCacheBitmapWords + kCacheRunSpansAt + slot])
@@ -692,8 +685,8 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
 // the bit landed in. A bit that landed in a later life is taken back at once: only a free that
 // stalled across the slab's return and its next start gets there, and only a free of that slot's
 // new object between these two atomics of one thread could then be refused. Relaxed: the word's
-// atomicity is the judgement; what the lane did before the free is ordered by the fence before
-// its count-down (cache_free), which nothing can pass before the bit is set.
+// atomicity is the judgement; what the lane did before the free is ordered by the warp's barrier
+// and its count-down's release (cache_free), which nothing can pass before the bit is set.
 __device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32 life) {
   const u64 bit = 1ull << (slot % 32);
   device_atomic<u64> word(c.bits[(u64)id * kCacheBitmapWords + slot / 32]);
@@ -722,11 +715,10 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
   if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
   const bool ok = mine && status == kLaneOk;
-  // Every lane's accesses to its object and its bit before any count-down of the warp: each
-  // lane fences (one fence for the warp's lanes rather than a fenced atomic per lane) before the
-  // warp-wide instructions, which no lane leaves before all joined them. What this rests on, and
-  // where the same reasoning failed (the class lock), is in docs/caches.md (Free).
-  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+  // Every lane's accesses to its object before any count-down of the warp: the warp's barrier
+  // orders them before what the lanes do after it (CUDA guarantees memory ordering among the
+  // lanes of a __syncwarp), and the counting lanes' releases carry them on (docs/caches.md, Free).
+  if (!is_lone_lane(mask)) __syncwarp(mask);
   // Every warp-wide instruction first, each taken by every lane of `mask` and its result used
   // on every path; only then the atomics, where lanes go their own ways (a run object's
   // count-down may give its slab back). With the match taken by the ok lanes alone and the
