@@ -697,12 +697,11 @@ __device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32
 }
 
 // The lanes of `mask` free together; `stamp` is the handle's handle_free_stamp (0 for a free by
-// address).
+// address), `mapped` the block table's value for the address's block (0 for a null address).
 // true when this lane's address lies in a cache slab: *lane_status is its outcome and
 // *any_failed whether some lane of `mask` failed in the caches. false: ask the host.
 __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, u32 stamp,
-                                  u32* lane_status, bool* any_failed) {
-  const u32 mapped = address != 0 ? cache_block_lookup(c, address >> 21) : 0u;
+                                  u32 mapped, u32* lane_status, bool* any_failed) {
   const int slab = cache_block_slab(mapped);
   // A handle a cache slab made whose blocks no slab holds now: its slab went back after its
   // last object was freed, so this is a second free, judged here.
@@ -785,10 +784,12 @@ __device__ inline bool cache_try_free(const DeviceCaches& c, u64 word, bool by_h
                                       u32* lane_status, bool* any_failed) {
   const u64 address = by_handle ? handle_address(word) : word;
   const u32 stamp = by_handle ? handle_free_stamp(word) : 0u;
-  const bool maybe_cached =
-      by_handle ? stamp >= kCacheStampFlag : cache_slab_of_block(c, address >> 21) >= 0;
-  if (!maybe_cached) return false;
-  return cache_free(c, __activemask(), address, stamp, lane_status, any_failed);
+  if (by_handle && stamp < kCacheStampFlag) return false;
+  // One probe of the block table per free: a free by address finds here whether a slab holds
+  // its block, and cache_free judges it with the same value.
+  const u32 mapped = address != 0 ? cache_block_lookup(c, address >> 21) : 0u;
+  if (!by_handle && cache_block_slab(mapped) < 0) return false;
+  return cache_free(c, __activemask(), address, stamp, mapped, lane_status, any_failed);
 }
 
 }  // namespace detail
