@@ -28,7 +28,8 @@
 //! a row's rounds, the allocator must be empty with its invariants intact (on the sim backend
 //! also after every round).
 //!
-//! Frees use `am::post_free`, as a program that does not need each free's status would: the
+//! Frees use `am::post_free` (by handle; by address for alignmalloc-contiguous under
+//! `--free-by-pointer`), as a program that does not need each free's status would: the
 //! device caches judge their objects in the kernel, other frees are posted to the host without
 //! waiting. The free time is the kernel's; the host answers posted frees after it, and the
 //! round then waits for those answers and checks from the counters that every object was freed
@@ -174,6 +175,11 @@ pub struct Args {
     /// off for figures compared with Gallatin's (its harness records none).
     #[arg(long)]
     kernel_times: bool,
+    /// alignmalloc-contiguous frees each object by its address (`am::post_free(void*)`, as a
+    /// program that keeps plain pointers does, and as Gallatin and CUDA free) instead of by its
+    /// handle. alignmalloc's arranged objects are still freed by handle.
+    #[arg(long, conflicts_with = "devices")]
+    free_by_pointer: bool,
     /// Most threads of the scaling test (it doubles from 128 up to this; at least 128).
     #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(128..))]
     scaling_max_threads: u32,
@@ -384,6 +390,8 @@ struct Report {
     gpu_memory_gib: Option<f64>,
     /// alignmalloc's arena placement (`--placement`).
     arena_placement: &'static str,
+    /// Whether alignmalloc-contiguous freed by address (`--free-by-pointer`).
+    free_by_pointer: bool,
     rows: Vec<Row>,
 }
 
@@ -763,6 +771,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let rt = builder.build().context("starting the runtime")?;
     note!("backend: {:?} ({})", rt.backend(), rt.backend_reason());
+    if args.free_by_pointer {
+        note!("alignmalloc-contiguous frees by address (am::post_free(void*)), not by handle");
+    }
     if let Some(line) = args.placement.describe(&rt) {
         note!("{line}");
     }
@@ -782,7 +793,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 );
             }
             let mut rounds =
-                gpu::GpuRounds::new(&rt, budget, harness, !pressure, args.kernel_times)?;
+                gpu::GpuRounds::new(&rt, budget, harness, !pressure, args.kernel_times)?
+                    .free_by_pointer(args.free_by_pointer);
             // Held back from here on, before any round touches the arena.
             let balloon = match args.gpu_memory_gib {
                 Some(gib) => Some(crate::balloon::Balloon::inflate(&rt, gib)?),
@@ -794,7 +806,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             (rows, "GPU kernel wall time", absent)
         }
         BackendKind::Sim => {
-            let mut rounds = sim::SimRounds::new(&rt);
+            let mut rounds = sim::SimRounds::new(&rt).free_by_pointer(args.free_by_pointer);
             (
                 run_tests(&mut rounds, args, budget)?,
                 "CPU warps on the sim backend: this host's time through the mailbox, not a GPU's",
@@ -858,6 +870,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         gallatin_absent,
         gpu_memory_gib: left_gib,
         arena_placement: args.placement.placement()?.name(),
+        free_by_pointer: args.free_by_pointer,
         rows,
     };
     if let Some(path) = &args.json {
@@ -1036,6 +1049,59 @@ mod tests {
         assert_eq!(threads_within(16_384, 8 << 20, 16 << 30), 2048);
         assert_eq!(threads_within(16_384, 8 << 20, 1 << 20), 32);
         assert_eq!(threads_within(100, 1, 1 << 30), 96);
+    }
+
+    #[test]
+    fn frees_by_pointer_give_back_every_object_and_are_refused_beside_devices() {
+        use crate::testing::{parse, take_json, temp};
+        let json = temp("alloc-by-pointer.json");
+        // 16-31 B (a device cache's objects) and 64-127 KiB (the host's): both systems, the
+        // contiguous one freeing by address; any free refused or object left fails the run.
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--tests",
+            "singular",
+            "--singular-log2",
+            "4",
+            "--threads",
+            "256",
+            "--repeats",
+            "2",
+            "--systems",
+            "alignmalloc-contiguous,alignmalloc",
+            "--free-by-pointer",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap();
+        run(&args).unwrap();
+        let args: Args = parse(&[
+            "--backend",
+            "sim",
+            "--tests",
+            "singular",
+            "--singular-log2",
+            "16",
+            "--threads",
+            "64",
+            "--repeats",
+            "1",
+            "--systems",
+            "alignmalloc-contiguous",
+            "--free-by-pointer",
+        ])
+        .unwrap();
+        run(&args).unwrap();
+        let report = take_json(&json);
+        assert_eq!(report["free_by_pointer"], true);
+        let rows = report["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r["bad"] == 0 && r["failed"] == 0));
+        let Err(err) = parse::<Args>(&["--devices", "all", "--free-by-pointer"]) else {
+            panic!("--free-by-pointer beside --devices was taken");
+        };
+        assert!(err.to_string().contains("--devices"), "{err}");
     }
 
     #[test]

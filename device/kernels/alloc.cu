@@ -4,8 +4,9 @@
 // Every kernel takes the mailbox first (mode 2 leaves it unused) so all launch alike.
 //   am_alloc:  allocate; statuses[t] is the request's status (mode 2: OutOfMemory for a null
 //              pointer of a non-zero size).
-//   am_free:   free with am::post_free; statuses[t] is the lane's status for objects the device
-//              caches judge, 0 for frees posted to the host (mode 2: 0).
+//   am_free:   free with am::post_free, by handle, or by address where mode carries
+//              kFreeByPointer (mode 1's plain handles); statuses[t] is the lane's status for
+//              objects the device caches judge, 0 for frees posted to the host (mode 2: 0).
 //   am_tag:    write t's tag over the first and last 8-byte word of its object, or with
 //              every_byte over every word and each byte past the last whole word (untimed).
 //   am_check:  count the objects whose tags no longer hold (overlaps, corruption).
@@ -59,6 +60,9 @@ extern "C" __global__ void am_alloc(am::DeviceMailbox mb, const am::u64* sizes, 
   statuses[t] = status;
 }
 
+// am_free's mode bit: free by the object's address (am::post_free(void*)), not by its handle.
+constexpr unsigned kFreeByPointer = 4;
+
 extern "C" __global__ void am_free(am::DeviceMailbox mb, const am::u64* handles,
                                    unsigned threads, unsigned mode, unsigned* statuses) {
   const am::u64 t = global_thread();
@@ -70,7 +74,12 @@ extern "C" __global__ void am_free(am::DeviceMailbox mb, const am::u64* handles,
   }
   // Posted: frees the host judges do not wait for its answer (the host's counters tell whether
   // they all succeeded); the caches judge theirs here.
-  statuses[t] = am::post_free(mb, handles[t]).lane_status;
+  if (mode & kFreeByPointer) {
+    const void* pointer = reinterpret_cast<const void*>(am::handle_address(handles[t]));
+    statuses[t] = am::post_free(mb, pointer).lane_status;
+  } else {
+    statuses[t] = am::post_free(mb, handles[t]).lane_status;
+  }
 }
 
 extern "C" __global__ void am_tag(am::DeviceMailbox, const am::u64* handles, const am::u64* sizes,

@@ -302,6 +302,17 @@ impl CpuDevice {
         self.free_words(warp, mask, Op::FreePointer, *addresses, true)
     }
 
+    /// [`CpuDevice::free_pointers`] without waiting for the host (`am::post_free(void*)`), as
+    /// [`CpuDevice::post_free`] is to `free`.
+    pub fn post_free_pointers(
+        &self,
+        warp: u32,
+        mask: u32,
+        addresses: &[u64; WARP_LANES],
+    ) -> FreeOutcome {
+        self.free_words(warp, mask, Op::FreePointer, *addresses, false)
+    }
+
     fn free_words(
         &self,
         warp: u32,

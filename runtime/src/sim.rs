@@ -77,6 +77,12 @@ impl<'a> CpuWarp<'a> {
         self.sim.device.free_pointers(self.id, mask, addresses)
     }
 
+    /// `am::post_free(void*)` from the lanes in `mask`: [`CpuWarp::free_pointers`] without
+    /// waiting for the host, as [`CpuWarp::post_free`] is to [`CpuWarp::free`].
+    pub fn post_free_pointers(&self, mask: u32, addresses: &[u64; WARP_LANES]) -> FreeOutcome {
+        self.sim.device.post_free_pointers(self.id, mask, addresses)
+    }
+
     /// Run `f` on the segment holding the word at `address`.
     fn with_segment<R>(&self, address: u64, f: impl Fn(&HostArena) -> R) -> R {
         if let Some(arena) = self

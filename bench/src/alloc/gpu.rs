@@ -8,7 +8,9 @@ use std::time::Instant;
 use alignmalloc::Runtime;
 use anyhow::Context;
 use cudarc::driver::sys::{CUevent_flags, CUlimit};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaModule, CudaStream, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaModule, CudaStream, DevicePtr, DevicePtrMut, PushKernelArg,
+};
 use orchestrator::{LaneStatus, Status};
 
 use super::{Round, Rounds, System};
@@ -27,7 +29,12 @@ pub struct GpuRounds<'a> {
     cuda_heap: bool,
     /// Events around each kernel (`--kernel-times`): start and end, made once.
     kernel_events: Option<(CudaEvent, CudaEvent)>,
+    /// alignmalloc-contiguous frees by address (`--free-by-pointer`).
+    free_by_pointer: bool,
 }
+
+/// am_free's mode bit (device/kernels/alloc.cu): free by the object's address.
+const FREE_BY_POINTER: u32 = 4;
 
 impl<'a> GpuRounds<'a> {
     /// Compile the kernels and, with `cuda_heap`, size CUDA's device heap for a round of
@@ -73,7 +80,14 @@ impl<'a> GpuRounds<'a> {
             } else {
                 None
             },
+            free_by_pointer: false,
         })
+    }
+
+    /// Let alignmalloc-contiguous free each object by its address instead of its handle.
+    pub fn free_by_pointer(mut self, by_pointer: bool) -> Self {
+        self.free_by_pointer = by_pointer;
+        self
     }
 }
 
@@ -130,20 +144,27 @@ impl Rounds for GpuRounds<'_> {
         let mut statuses = stream.alloc_zeros::<u32>(sizes.len())?;
         let mut bad = stream.alloc_zeros::<u64>(1)?;
         let config = grid(sizes.len() as u64);
+        // The timed kernels take raw device pointers, as Gallatin's harness passes its own: with a
+        // slice for an argument, cudarc waits on and records the slice's events around every
+        // launch (the runtime's context has streams of its own), several driver calls inside
+        // the timed window. This round's work all goes to `stream`, in order.
+        let sizes_at = sizes_dev.device_ptr(&stream).0;
+        let handles_at = handles.device_ptr_mut(&stream).0;
+        let statuses_at = statuses.device_ptr_mut(&stream).0;
 
         let before = rt.service_stats();
         self.mark_start(&stream)?;
         let started = Instant::now();
         let alloc_started = started;
         // SAFETY: am_alloc(mailbox, const u64* sizes, unsigned threads, unsigned mode, u64*
-        // handles, unsigned* statuses): `threads` of each, waited for below.
+        // handles, unsigned* statuses): `threads` of each, in slices that outlive the wait below.
         let launch = unsafe {
             rt.launch(&self.alloc, config, |a| {
-                a.arg(&sizes_dev)
+                a.arg(&sizes_at)
                     .arg(&threads)
                     .arg(&mode)
-                    .arg(&mut handles)
-                    .arg(&mut statuses);
+                    .arg(&handles_at)
+                    .arg(&statuses_at);
             })
         }?;
         self.mark_end(&stream)?;
@@ -186,15 +207,24 @@ impl Rounds for GpuRounds<'_> {
         .wait()?;
         let bad = stream.clone_dtoh(&bad)?[0];
 
+        let free_mode = if self.free_by_pointer && system == System::AlignmallocContiguous {
+            mode | FREE_BY_POINTER
+        } else {
+            mode
+        };
         let counted = rt.counters()?;
         let before = rt.service_stats();
         self.mark_start(&stream)?;
         let started = Instant::now();
         // SAFETY: am_free(mailbox, const u64* handles, unsigned threads, unsigned mode,
-        // unsigned* statuses): the round's handles, each freed once.
+        // unsigned* statuses): the round's handles, each freed once, in slices that outlive the
+        // wait below.
         let launch = unsafe {
             rt.launch(&self.free, config, |a| {
-                a.arg(&handles).arg(&threads).arg(&mode).arg(&mut statuses);
+                a.arg(&handles_at)
+                    .arg(&threads)
+                    .arg(&free_mode)
+                    .arg(&statuses_at);
             })
         }?;
         self.mark_end(&stream)?;

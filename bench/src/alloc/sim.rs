@@ -15,11 +15,22 @@ use crate::selftest::tag;
 
 pub struct SimRounds<'a> {
     rt: &'a Runtime,
+    /// alignmalloc-contiguous frees by address (`--free-by-pointer`).
+    free_by_pointer: bool,
 }
 
 impl<'a> SimRounds<'a> {
     pub fn new(rt: &'a Runtime) -> Self {
-        Self { rt }
+        Self {
+            rt,
+            free_by_pointer: false,
+        }
+    }
+
+    /// Let alignmalloc-contiguous free each object by its address instead of its handle.
+    pub fn free_by_pointer(mut self, by_pointer: bool) -> Self {
+        self.free_by_pointer = by_pointer;
+        self
     }
 }
 
@@ -112,6 +123,7 @@ impl Rounds for SimRounds<'_> {
             }
         })?;
         let counted = rt.counters()?;
+        let by_pointer = self.free_by_pointer && system == System::AlignmallocContiguous;
         let before = rt.service_stats();
         let started = Instant::now();
         warps(rt, sizes.len(), |warp, first, mask| {
@@ -124,7 +136,11 @@ impl Rounds for SimRounds<'_> {
                 *h = handle(first + l);
             }
             // Refusals, the caches' included, are read from the counters below.
-            warp.post_free(mask, &lanes);
+            if by_pointer {
+                warp.post_free_pointers(mask, &lanes.map(|h| h.address()));
+            } else {
+                warp.post_free(mask, &lanes);
+            }
         })?;
         let free_ms = started.elapsed().as_secs_f64() * 1e3;
         super::log_service(rt, system, threads, &before, "free");
