@@ -1055,13 +1055,22 @@ mod tests {
     fn frees_by_pointer_give_back_every_object_and_are_refused_beside_devices() {
         use crate::testing::{parse, take_json, temp};
         let json = temp("alloc-by-pointer.json");
+        let by_pointer = |words: &[&str]| {
+            let mut all = vec![
+                "--backend",
+                "sim",
+                "--tests",
+                "singular",
+                "--free-by-pointer",
+            ];
+            all.extend_from_slice(words);
+            parse::<Args>(&all).unwrap()
+        };
         // 16-31 B (a device cache's objects) and 64-127 KiB (the host's): both systems, the
         // contiguous one freeing by address; any free refused or object left fails the run.
-        let args: Args = parse(&[
-            "--backend",
-            "sim",
-            "--tests",
-            "singular",
+        let systems = "alignmalloc-contiguous,alignmalloc";
+        let path = json.to_str().unwrap();
+        run(&by_pointer(&[
             "--singular-log2",
             "4",
             "--threads",
@@ -1069,18 +1078,12 @@ mod tests {
             "--repeats",
             "2",
             "--systems",
-            "alignmalloc-contiguous,alignmalloc",
-            "--free-by-pointer",
+            systems,
             "--json",
-            json.to_str().unwrap(),
-        ])
+            path,
+        ]))
         .unwrap();
-        run(&args).unwrap();
-        let args: Args = parse(&[
-            "--backend",
-            "sim",
-            "--tests",
-            "singular",
+        run(&by_pointer(&[
             "--singular-log2",
             "16",
             "--threads",
@@ -1089,10 +1092,8 @@ mod tests {
             "1",
             "--systems",
             "alignmalloc-contiguous",
-            "--free-by-pointer",
-        ])
+        ]))
         .unwrap();
-        run(&args).unwrap();
         let report = take_json(&json);
         assert_eq!(report["free_by_pointer"], true);
         let rows = report["rows"].as_array().unwrap();
