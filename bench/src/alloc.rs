@@ -94,6 +94,12 @@ impl System {
     fn is_ours(self) -> bool {
         matches!(self, System::Alignmalloc | System::AlignmallocContiguous)
     }
+
+    /// Whether this system's rounds free by address under `--free-by-pointer` (`asked`): the
+    /// contiguous objects only, as arranged handles have no plain address.
+    fn frees_by_address(self, asked: bool) -> bool {
+        asked && self == System::AlignmallocContiguous
+    }
 }
 
 /// The `mixed` test's size bands, per thread: (per mille, smallest, largest), uniform within a

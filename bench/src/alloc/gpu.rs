@@ -207,7 +207,7 @@ impl Rounds for GpuRounds<'_> {
         .wait()?;
         let bad = stream.clone_dtoh(&bad)?[0];
 
-        let free_mode = if self.free_by_pointer && system == System::AlignmallocContiguous {
+        let free_mode = if system.frees_by_address(self.free_by_pointer) {
             mode | FREE_BY_POINTER
         } else {
             mode

@@ -123,7 +123,7 @@ impl Rounds for SimRounds<'_> {
             }
         })?;
         let counted = rt.counters()?;
-        let by_pointer = self.free_by_pointer && system == System::AlignmallocContiguous;
+        let by_pointer = system.frees_by_address(self.free_by_pointer);
         let before = rt.service_stats();
         let started = Instant::now();
         warps(rt, sizes.len(), |warp, first, mask| {
