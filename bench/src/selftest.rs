@@ -8,7 +8,9 @@
 //! - (b) rounds: `--round-threads` threads x `--rounds` rounds of malloc / tag / check / free of
 //!   1 KiB..256 KiB, verified on the device;
 //! - (c) bad input from device code: size 0, over the per-lane limit, over the arena, double free,
-//!   a foreign handle, an interior pointer; each answer is compared with its defined status;
+//!   a foreign handle, an interior pointer; each answer is compared with its defined status (over
+//!   the arena: every lane refused or served, never all served, and what was served freed, as a
+//!   warp's lanes may reach the call in groups whose asks fit);
 //! - (d) fault counters (GPU, CUPTI): the host writes a 64 MiB chunk, a kernel touches each of
 //!   its 4 KiB pages, the host reads it back; migrations must be exactly the chunk each way and
 //!   every record must fall in it. The sim backend has no faults to count and says so;
@@ -158,7 +160,7 @@ pub const BAD_CHECKS: [&str; 17] = [
     "size 0: null handle",
     "size 0: status Ok",
     "over the per-lane limit: SizeOverLimit",
-    "over the arena: OutOfMemory",
+    "over the arena: OutOfMemory (lanes served apart freed Ok)",
     "first free: Ok",
     "double free: DoubleFree",
     "foreign handle: InvalidHandle",

@@ -105,7 +105,7 @@ enum BadCheck : unsigned {
   kZeroSizeHandle,     // malloc(0): the handle (expected 0)
   kZeroSizeStatus,     // malloc(0): the status (Ok)
   kOverLimitStatus,    // one lane asks more than the per-lane limit: SizeOverLimit
-  kOverArenaStatus,    // every lane asks a 32nd of the arena and more: OutOfMemory
+  kOverArenaStatus,    // every lane asks a 32nd of the arena and more: OutOfMemory (see below)
   kDoubleFreeFirst,    // first free of a fresh object: Ok
   kDoubleFreeSecond,   // second free: DoubleFree
   kForeignHandle,      // a handle never handed out: InvalidHandle
@@ -121,6 +121,11 @@ enum BadCheck : unsigned {
   kPlainWorstStatus,   // Ok
   kBadChecks,
 };
+
+// The over-the-arena check's got value when every lane was served, or a served object's free
+// failed (neither a status).
+constexpr unsigned kOverArenaAllServed = 0xFFFFFFFEu;
+constexpr unsigned kOverArenaFreeFailed = 0xFFFFFFFDu;
 
 extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_bytes,
                                            am::u64 over_limit, am::u64* results) {
@@ -146,14 +151,30 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
   }
   // With device caches the other lanes were served: give their objects back.
   am::free(mb, over);
-  // Together over the arena: no room, nothing allocated. Every lane takes part (a warp of a few
-  // lanes would be packed, and their bytes fit).
+  // Over the arena together: every lane asks a 32nd of the arena and 2 MiB more. A call is
+  // collective over the lanes that reach it together, and nothing keeps a warp's lanes together
+  // up to it (the compiler's reconvergence decides), so a group of a few lanes fits and is
+  // served. What holds whatever the groups: each lane is served (Ok) or refused (OutOfMemory,
+  // null), the 32 asks are never all served, and what was served frees Ok. The got value is
+  // OutOfMemory when all of that held; else the first other lane status, kOverArenaAllServed, or
+  // kOverArenaFreeFailed.
   __syncwarp();
   status = 0xFFFFFFFFu;
   const am::u64 huge = am::malloc(mb, arena_bytes / 32 + (2ull << 20), &status);
+  const bool served = huge != 0 && status == am::kStatusOk;
+  const bool refused = huge == 0 && status == am::kStatusOutOfMemory;
+  const unsigned odd_lanes = __ballot_sync(0xFFFFFFFFu, !served && !refused);
+  const unsigned refused_lanes = __ballot_sync(0xFFFFFFFFu, refused);
+  const am::FreeResult served_back = am::free(mb, served ? huge : 0);
+  const unsigned failed_frees =
+      __ballot_sync(0xFFFFFFFFu, served && served_back.lane_status != am::kLaneOk);
+  const unsigned odd_status = __shfl_sync(0xFFFFFFFFu, status, odd_lanes ? __ffs(odd_lanes) - 1 : 0);
   if (lane == 0) {
     out[2 * kOverArenaStatus] = am::kStatusOutOfMemory;
-    out[2 * kOverArenaStatus + 1] = huge == 0 ? status : 0xFFFFFFFFull;
+    out[2 * kOverArenaStatus + 1] = odd_lanes        ? odd_status
+                                    : !refused_lanes ? kOverArenaAllServed
+                                    : failed_frees   ? kOverArenaFreeFailed
+                                                     : am::kStatusOutOfMemory;
   }
   // Double free, by lane 0 only (divergent).
   if (lane == 0) {

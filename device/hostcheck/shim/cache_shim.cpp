@@ -54,12 +54,12 @@ struct MapCall {
   am::u64 first;
   am::u64 count;
   am::u32 value;
-  bool batched;
+  bool as_return;
 };
 
 void map_lane(unsigned, void* context) {
   MapCall& call = *static_cast<MapCall*>(context);
-  if (call.batched) {
+  if (call.as_return) {
     am::detail::cache_map_blocks(*call.caches, call.first, call.count, call.value);
   } else {
     for (am::u64 b = 0; b < call.count; ++b) {
@@ -73,10 +73,11 @@ void map_lane(unsigned, void* context) {
 extern "C" {
 
 // One lane points the `count` blocks from `first` on at `value` in the block table: with
-// cache_map_blocks (`batched`), else with cache_map_block one block after the other.
+// cache_map_blocks (`as_return`, as a slab's return does), else with cache_map_block one block
+// after the other (as a slab's start does).
 void am_hostcheck_cache_map_blocks(const am::DeviceCaches* caches, am::u64 first, am::u64 count,
-                                   am::u32 value, int batched) {
-  MapCall call{caches, first, count, value, batched != 0};
+                                   am::u32 value, int as_return) {
+  MapCall call{caches, first, count, value, as_return != 0};
   simt::run_warp(1u, map_lane, &call);
 }
 

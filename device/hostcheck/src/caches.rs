@@ -28,7 +28,7 @@ unsafe extern "C" {
         first: u64,
         count: u64,
         value: u32,
-        batched: i32,
+        as_return: i32,
     );
     fn am_hostcheck_cache_free(
         caches: *const DeviceCaches,
@@ -130,12 +130,12 @@ impl<'a> HostCaches<'a> {
     }
 
     /// Point the `count` blocks from `first` on at `value` in the block table, from one lane:
-    /// with `cache_map_blocks` (a slab's return: the first probes read together) when
-    /// `batched`, else with `cache_map_block` one block after the other (a slab's start).
-    pub fn map_blocks(&self, first: u64, count: u64, value: u32, batched: bool) {
+    /// with `cache_map_blocks` (a slab's return: a relaxed look at each first probe) when
+    /// `as_return`, else with `cache_map_block` one block after the other (a slab's start).
+    pub fn map_blocks(&self, first: u64, count: u64, value: u32, as_return: bool) {
         // SAFETY: as in `alloc`; the C++ writes only the block table of the borrowed words.
         unsafe {
-            am_hostcheck_cache_map_blocks(&self.record, first, count, value, i32::from(batched));
+            am_hostcheck_cache_map_blocks(&self.record, first, count, value, i32::from(as_return));
         }
     }
 
