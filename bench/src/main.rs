@@ -9,6 +9,7 @@ mod alloc;
 mod arena_placement;
 mod balloon;
 mod cli;
+mod compare;
 mod gallatin;
 mod graph;
 mod launch;
@@ -64,6 +65,11 @@ enum Command {
     /// and 8 KiB (scaling), for alignmalloc, arrangement off and CUDA's device malloc; every
     /// object tag-checked. On the GPU when there is one, else CPU warps (host times, said so).
     Alloc(alloc::Args),
+    /// Two builds' `alloc` reports row by row: each row's median over a build's runs, the
+    /// baseline's time over the variant's, and the median ratio over the rows; kernel times
+    /// (`alloc --kernel-times`) unless --wall. Refuses reports of different cards. Example:
+    /// `alignmalloc compare --baseline a1.json a2.json --variant b1.json b2.json`.
+    Compare(compare::Args),
     /// How fast kernels read what they allocated, data first on the host: 1 024 threads x 100
     /// reads over 1 KiB to 8 MiB per thread (random) and 128 threads over 1 to 16 MiB (large),
     /// lanes reading together (lockstep), independently, or sweeping; alignmalloc against
@@ -147,6 +153,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Walk(args) => walk::run(&args),
         Command::Wrap(args) => wrap::run(&args),
         Command::Alloc(args) => alloc::run(&args),
+        Command::Compare(args) => compare::run(&args),
         Command::Access(args) => access::run(&args),
         Command::Plot(args) => plot::run(&args),
     }

@@ -6,6 +6,17 @@ pub fn median(xs: &mut [f64]) -> f64 {
     if xs.is_empty() { 0.0 } else { xs[xs.len() / 2] }
 }
 
+/// The median of `xs` (sorted in place) with an even count's two middle values averaged, so two
+/// runs give their mean rather than the larger (as comparisons of few runs need); 0 when empty.
+pub fn median_of_middles(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
 /// The median of a figure that some runs do not have: `None` when no run has it.
 pub fn median_present(xs: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     let mut present: Vec<f64> = xs.into_iter().flatten().collect();
