@@ -97,6 +97,12 @@ pub fn on_gpu(choice: BackendChoice) -> anyhow::Result<bool> {
     }
 }
 
+/// A JSON report written with --json, or why it cannot be read.
+pub fn read_report(path: &Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read ({e})"))?;
+    serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

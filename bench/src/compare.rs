@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -119,10 +119,7 @@ struct Comparison {
 }
 
 fn read(path: &Path, times: Times) -> anyhow::Result<(Setting, Build)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let report: Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let report = cli::read_report(path).map_err(|why| anyhow!("{}: {why}", path.display()))?;
     let rows = match report["rows"].as_array() {
         Some(rows) if rows.first().is_some_and(|r| r.get("alloc_ms").is_some()) => rows,
         _ => bail!(
@@ -179,7 +176,7 @@ fn read_build(
 ) -> anyhow::Result<Build> {
     let mut joined = Build::new();
     for path in paths {
-        let (this, build) = read(path, times)?;
+        let (this, mut build) = read(path, times)?;
         match setting {
             Some((first, first_path)) if *first != this => bail!(
                 "{} ran on {} ({}) and {} on {} ({}): compare runs of one card and backend, \
@@ -195,7 +192,7 @@ fn read_build(
             None => *setting = Some((this, path.clone())),
         }
         for key in build.order {
-            let runs = build.rows[&key].clone();
+            let runs = build.rows.remove(&key).unwrap_or_default();
             joined.add(key, runs);
         }
     }

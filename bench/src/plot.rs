@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::cli;
 use crate::progress::note;
 use anyhow::{Context, bail};
 use plotters::coord::Shift;
@@ -386,12 +387,6 @@ fn figure<'a>(
     })
 }
 
-/// A report's JSON, or why the file is skipped.
-fn read_report(path: &std::path::Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read ({e})"))?;
-    serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))
-}
-
 pub fn run(args: &Args) -> anyhow::Result<()> {
     // What would fail after the reading is checked before it.
     register_font(args.font.as_deref())?;
@@ -402,7 +397,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Which report made each figure, so two reports of one kind cannot overwrite each other.
     let mut sources: Vec<(String, PathBuf)> = Vec::new();
     for path in &args.reports {
-        let report = match read_report(path) {
+        let report = match cli::read_report(path) {
             Ok(report) => report,
             Err(why) => {
                 note!("skipping {}: {why}", path.display());
