@@ -122,10 +122,12 @@ enum BadCheck : unsigned {
   kBadChecks,
 };
 
-// The over-the-arena check's got value when every lane was served, or a served object's free
-// failed (neither a status).
+// The over-the-arena check's got value when every lane was served, a served object's free
+// failed, or a lane's handle and status disagree (Ok with a null handle, OutOfMemory with one):
+// none of them a status.
 constexpr unsigned kOverArenaAllServed = 0xFFFFFFFEu;
 constexpr unsigned kOverArenaFreeFailed = 0xFFFFFFFDu;
+constexpr unsigned kOverArenaHandleDisagrees = 0xFFFFFFFCu;
 
 extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_bytes,
                                            am::u64 over_limit, am::u64* results) {
@@ -156,8 +158,9 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
   // up to it (the compiler's reconvergence decides), so a group of a few lanes fits and is
   // served. What holds whatever the groups: each lane is served (Ok) or refused (OutOfMemory,
   // null), the 32 asks are never all served, and what was served frees Ok. The got value is
-  // OutOfMemory when all of that held; else the first other lane status, kOverArenaAllServed, or
-  // kOverArenaFreeFailed.
+  // OutOfMemory when all of that held; else, for the first lane neither served nor refused, its
+  // status (kOverArenaHandleDisagrees when that status is Ok or OutOfMemory: the handle says
+  // otherwise), or kOverArenaAllServed, or kOverArenaFreeFailed.
   __syncwarp();
   status = 0xFFFFFFFFu;
   const am::u64 huge = am::malloc(mb, arena_bytes / 32 + (2ull << 20), &status);
@@ -168,7 +171,11 @@ extern "C" __global__ void am_selftest_bad(am::DeviceMailbox mb, am::u64 arena_b
   const am::FreeResult served_back = am::free(mb, served ? huge : 0);
   const unsigned failed_frees =
       __ballot_sync(0xFFFFFFFFu, served && served_back.lane_status != am::kLaneOk);
-  const unsigned odd_status = __shfl_sync(0xFFFFFFFFu, status, odd_lanes ? __ffs(odd_lanes) - 1 : 0);
+  const unsigned own_odd_status =
+      status == am::kStatusOk || status == am::kStatusOutOfMemory ? kOverArenaHandleDisagrees
+                                                                   : status;
+  const unsigned odd_status =
+      __shfl_sync(0xFFFFFFFFu, own_odd_status, odd_lanes ? __ffs(odd_lanes) - 1 : 0);
   if (lane == 0) {
     out[2 * kOverArenaStatus] = am::kStatusOutOfMemory;
     out[2 * kOverArenaStatus + 1] = odd_lanes        ? odd_status

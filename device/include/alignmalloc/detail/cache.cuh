@@ -104,21 +104,41 @@ __device__ inline void cache_map_block(const DeviceCaches& c, u64 block, u32 val
 
 // Point the `count` blocks from `first` on at `value`, as cache_map_block one after the other
 // does, with a relaxed look at each block's first probe (where a slab's blocks almost always
-// are) and the full probe only where the key is elsewhere. One block after the other, the loop
-// kept rolled: reading the first probes of all 16 a slab may have together took 6 100-6 900 SM
-// cycles on the GPU whether the slab had one block or eight (code run once per slab, its 16
-// unrolled copies cold), one block after the other about 500 a block. Relaxed, with no fence:
-// the caller orders the stores (a slab's return, whose system-scope release of the returns entry
-// orders its unmapping before the host takes the slab; a free that still finds the block mapped
-// judges by the slab's life as before).
+// are) and the full probe only where the key is elsewhere. The first probes are read
+// kCacheMapGroup at a time (one round trip for each group), the full probes afterwards one
+// block after the other, in loops kept rolled: reading the first probes of all 16 blocks a slab
+// may have together, each with its full probe inlined, took 6 100-6 900 SM cycles on the GPU
+// whether the slab had one block or eight (code run once per slab, its 16 unrolled copies
+// cold), one block after the other about 500 a block. Relaxed, with no fence: the caller orders
+// the stores (a slab's return, whose system-scope release of the returns entry orders its
+// unmapping before the host takes the slab; a free that still finds the block mapped judges by
+// the slab's life as before).
+constexpr u32 kCacheMapGroup = 4;
 __device__ inline void cache_map_blocks(const DeviceCaches& c, u64 first, u64 count, u32 value) {
+  const u64 end = first + count;
   AM_CACHE_ROLLED
-  for (u64 block = first; block < first + count; ++block) {
-    device_atomic<u64> home(c.blocks[cache_hash_home(block, c.hash_len)]);
-    if (home.load(cuda::memory_order_relaxed) >> 32 == block + 1) {
-      home.store((block + 1) << 32 | value, cuda::memory_order_relaxed);
-    } else {
-      cache_map_block(c, block, value);
+  for (u64 group = first; group < end; group += kCacheMapGroup) {
+    u64 seen[kCacheMapGroup];
+    for (u32 i = 0; i < kCacheMapGroup; ++i) {
+      const u64 block = group + i;
+      seen[i] = block < end ? device_atomic<u64>(c.blocks[cache_hash_home(block, c.hash_len)])
+                                  .load(cuda::memory_order_relaxed)
+                            : 0;
+    }
+    u32 elsewhere = 0;
+    for (u32 i = 0; i < kCacheMapGroup; ++i) {
+      const u64 block = group + i;
+      if (block >= end) break;
+      if (seen[i] >> 32 == block + 1) {
+        device_atomic<u64>(c.blocks[cache_hash_home(block, c.hash_len)])
+            .store((block + 1) << 32 | value, cuda::memory_order_relaxed);
+      } else {
+        elsewhere |= 1u << i;
+      }
+    }
+    AM_CACHE_ROLLED
+    for (; elsewhere != 0; elsewhere &= elsewhere - 1) {
+      cache_map_block(c, group + (u32)(__ffs(elsewhere) - 1), value);
     }
   }
 }
