@@ -1,6 +1,7 @@
 // A warp on the host, for running the CUDA headers' device code as host C++: each lane a context
 // of its own on the calling thread (simt.cpp), and the warp-wide intrinsics (__ballot_sync,
-// __match_any_sync, __shfl_sync, __syncwarp, __activemask) as meetings of the lanes that take part.
+// __match_any_sync, __reduce_or_sync, __shfl_sync, __syncwarp, __activemask) as meetings of the
+// lanes that take part.
 //
 // The lanes run one at a time, in lane order: a lane runs until it waits at a warp-wide
 // instruction or returns, then the lowest lane that can run goes on. So a warp's steps happen
@@ -45,12 +46,33 @@ inline unsigned __ballot_sync(unsigned mask, bool predicate) {
   return out;
 }
 
+namespace simt {
+// The lanes of `mask` whose `value` equals the calling lane's (both widths of __match_any_sync).
+inline unsigned match_any(unsigned mask, unsigned long long value) {
+  unsigned long long values[32];
+  exchange(mask, value, values);
+  unsigned out = 0;
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    if ((mask >> lane & 1u) && values[lane] == value) out |= 1u << lane;
+  }
+  return out;
+}
+}  // namespace simt
+
 inline unsigned __match_any_sync(unsigned mask, unsigned value) {
+  return simt::match_any(mask, value);
+}
+
+inline unsigned __match_any_sync(unsigned mask, unsigned long long value) {
+  return simt::match_any(mask, value);
+}
+
+inline unsigned __reduce_or_sync(unsigned mask, unsigned value) {
   unsigned long long values[32];
   simt::exchange(mask, value, values);
   unsigned out = 0;
   for (unsigned lane = 0; lane < 32; ++lane) {
-    if ((mask >> lane & 1u) && values[lane] == value) out |= 1u << lane;
+    if (mask >> lane & 1u) out |= (unsigned)values[lane];
   }
   return out;
 }

@@ -333,6 +333,8 @@ fn free_step(
 struct Seen {
     /// Free steps whose lanes (more than one) were all judged in the caches.
     one_word_frees: u64,
+    /// Such steps where two lanes freed one object.
+    one_object_twice: u64,
     served: u64,
     fallback: u64,
     frees: BTreeMap<u32, u64>,
@@ -491,11 +493,19 @@ fn run_case(seed: u64, steps: usize, draw: Draw, seen: &mut Seen) {
                 }
             }
             _ if rng.chance(25) && !last_batch.is_empty() => {
-                // A warp frees objects its lanes took together, all in one bitmap word (every
-                // lane's atomic on the same word), at times with a second lane freeing one of
-                // them again; a batch freed before is a second free of each.
+                // A warp frees objects its lanes took together, all in one bitmap word (one
+                // atomic OR for the lanes that share it on the GPU, one per lane here), at times
+                // with a second lane freeing one of them again; a batch freed before is a second
+                // free of each.
                 let by_address = rng.chance(30);
                 let (mask, words) = one_word_free(&mut rng, &last_batch, by_address);
+                let lanes: Vec<u64> = (0..32)
+                    .filter(|l| mask >> l & 1 == 1)
+                    .map(|l| words[l])
+                    .collect();
+                if (1..lanes.len()).any(|i| lanes[..i].contains(&lanes[i])) {
+                    seen.one_object_twice += 1;
+                }
                 for lane in (0..32).filter(|l| mask >> l & 1 == 1) {
                     let handle = last_batch.iter().find(|b| b.0 == lane).map(|b| b.1);
                     if let Some(at) = handle.and_then(|h| live.iter().position(|&x| x == h)) {
@@ -595,6 +605,11 @@ fn the_gpus_caches_and_the_cpu_warps_twin_answer_alike_and_leave_the_same_words(
         seen.one_word_frees > 20,
         "warps freeing into one word: {}",
         seen.one_word_frees
+    );
+    assert!(
+        seen.one_object_twice > 5,
+        "warps freeing one object from two lanes: {}",
+        seen.one_object_twice
     );
 }
 

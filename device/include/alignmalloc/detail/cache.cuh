@@ -62,6 +62,23 @@ __device__ __forceinline__ u32 cache_match(u32 mask, u32 value) {
   return __match_any_sync(mask, value);
 }
 
+__device__ __forceinline__ u32 cache_match64(u32 mask, u64 value) {
+  if (is_lone_lane(mask)) return mask;
+  return __match_any_sync(mask, value);
+}
+
+// The OR of `value` over the lanes of `mask` (each reaches it).
+__device__ __forceinline__ u32 cache_reduce_or(u32 mask, u32 value) {
+  if (is_lone_lane(mask)) return value;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  return __reduce_or_sync(mask, value);
+#else
+  u32 all = 0;
+  for (u32 m = mask; m != 0; m &= m - 1) all |= __shfl_sync(mask, value, __ffs(m) - 1);
+  return all;
+#endif
+}
+
 // Every lane of `mask` (each reaches it) past its memory accesses before any goes on: each
 // lane's fence completes its own at device scope before it joins the shuffle, which no lane
 // leaves before every lane of `mask` joined it. A __syncwarp here left the warp's lanes apart
@@ -687,21 +704,42 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
   return kLaneOk;
 }
 
-// Set the bit of slot `slot` of slab `id`, judged in life `life`: kLaneOk, or kLaneDoubleFree when
-// it was set already or the word is of another life (the slab went back, or came back, since).
-// The word's life comes back with the bit, from one atomic, so the outcome is judged in the life
-// the bit landed in. A bit that landed in a later life is taken back at once: only a free that
-// stalled across the slab's return and its next start gets there, and only a free of that slot's
-// new object between these two atomics of one thread could then be refused. Relaxed: the word's
-// atomicity is the judgement; what the lane did before the free is ordered by the warp's barrier
-// and its count-down's release (cache_free), which nothing can pass before the bit is set.
-__device__ inline u32 cache_set_bit(const DeviceCaches& c, u32 id, u64 slot, u32 life) {
-  const u64 bit = 1ull << (slot % 32);
-  device_atomic<u64> word(c.bits[(u64)id * kCacheBitmapWords + slot / 32]);
-  const u64 before = word.fetch_or(bit, cuda::memory_order_relaxed);
-  if ((u32)(before >> 32) == life) return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
-  if ((before & bit) == 0) word.fetch_and(~bit, cuda::memory_order_relaxed);
-  return kLaneDoubleFree;
+// The lanes of `mask` (each reaches it) set their objects' bits, those with `judged_ok` (slot
+// `slot` of slab `id`, judged in life `life`) each getting kLaneOk, or kLaneDoubleFree when its
+// bit was set already or the word is of another life (the slab went back, or came back, since);
+// any other lane gets `status` back. One atomic OR per bitmap word and life for the lanes that
+// share it, by the lowest of them, instead of one per lane: the lanes of a warp mostly free
+// neighbours, and same-word atomics wait on each other. Where lanes free one object, the lowest
+// sets its bit and the others are second frees, as when their atomics landed in lane order.
+// The word's life comes back with the bits, from the one atomic, so the outcome is judged in
+// the life the bits landed in. Bits that landed in a later life are taken back at once: only a
+// free that stalled across the slab's return and its next start gets there, and only a free of
+// those slots' new objects between these two atomics could then be refused. Relaxed: the word's
+// atomicity is the judgement; what the lanes did before the free is ordered by the warp's
+// barrier and its count-down's release (cache_free), which nothing can pass before the bits are
+// set.
+__device__ inline u32 cache_set_bits(const DeviceCaches& c, u32 mask, bool judged_ok, u32 id,
+                                     u64 slot, u32 life, u32 status) {
+  const u64 word_index = (u64)id * kCacheBitmapWords + slot / 32;
+  const u32 bit = 1u << (slot % 32);
+  // Lanes not freeing here share the one key no word has (a word index is below 2^27).
+  const u32 same_word = cache_match64(mask, judged_ok ? (u64)life << 32 | word_index : ~0ull);
+  const u32 same_object = cache_match(same_word, judged_ok ? bit : 0u);
+  const u32 lane = lane_id();
+  const bool first = lane == (u32)(__ffs(same_object) - 1);
+  const u32 bits = cache_reduce_or(same_word, judged_ok && first ? bit : 0u);
+  const u32 setter = (u32)(__ffs(same_word) - 1);
+  u64 before = 0;
+  if (judged_ok && lane == setter) {
+    device_atomic<u64> word(c.bits[word_index]);
+    before = word.fetch_or(bits, cuda::memory_order_relaxed);
+    const u64 landed = bits & ~before;
+    if ((u32)(before >> 32) != life && landed != 0) word.fetch_and(~landed, cuda::memory_order_relaxed);
+  }
+  before = shfl64(same_word, before, setter);
+  if (!judged_ok) return status;
+  if ((u32)(before >> 32) != life || !first) return kLaneDoubleFree;
+  return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
 }
 
 // The lanes of `mask` free together; `stamp` is the handle's handle_free_stamp (0 for a free by
@@ -720,7 +758,8 @@ __device__ inline bool cache_free(const DeviceCaches& c, u32 mask, u64 address, 
   u32 status = slab >= 0 ? cache_judge_free(c, cache_block_class(mapped), (u32)slab, address,
                                             stamp, &slot, &life, &slots)
                          : (stale ? (u32)kLaneDoubleFree : (u32)kLaneOk);
-  if (slab >= 0 && status == kLaneOk) status = cache_set_bit(c, (u32)slab, slot, life);
+  status = cache_set_bits(c, mask, slab >= 0 && status == kLaneOk, slab >= 0 ? (u32)slab : 0u,
+                          slot, life, status);
   const bool ok = mine && status == kLaneOk;
   // Every lane's accesses to its object before any count-down of the warp: the warp's barrier
   // orders them before what the lanes do after it (CUDA guarantees memory ordering among the
