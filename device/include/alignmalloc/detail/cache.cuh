@@ -67,7 +67,8 @@ __device__ __forceinline__ u32 cache_match64(u32 mask, u64 value) {
   return __match_any_sync(mask, value);
 }
 
-// The OR of `value` over the lanes of `mask` (each reaches it).
+// The OR of `value` over the lanes of `mask` (each reaches it): one instruction from sm_80 on,
+// shuffles from each lane before.
 __device__ __forceinline__ u32 cache_reduce_or(u32 mask, u32 value) {
   if (is_lone_lane(mask)) return value;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -734,7 +735,9 @@ __device__ inline u32 cache_set_bits(const DeviceCaches& c, u32 mask, bool judge
     device_atomic<u64> word(c.bits[word_index]);
     before = word.fetch_or(bits, cuda::memory_order_relaxed);
     const u64 landed = bits & ~before;
-    if ((u32)(before >> 32) != life && landed != 0) word.fetch_and(~landed, cuda::memory_order_relaxed);
+    if ((u32)(before >> 32) != life && landed != 0) {
+      word.fetch_and(~landed, cuda::memory_order_relaxed);
+    }
   }
   before = shfl64(same_word, before, setter);
   if (!judged_ok) return status;
