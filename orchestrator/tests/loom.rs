@@ -654,12 +654,51 @@ fn a_second_free_racing_the_slab_s_return_is_a_double_free() {
         assert_eq!(last.lanes[0], LaneStatus::Ok);
         assert_eq!(again.handled, 1);
         assert_eq!(again.lanes[0], LaneStatus::DoubleFree);
-        keeper.tend(&mut resolver);
-        assert_eq!(keeper.stats().snapshot().returns, 1);
-        let frees = caches.frees_by_outcome();
-        assert_eq!(frees[LaneStatus::Ok as usize], 2);
-        assert_eq!(frees[LaneStatus::DoubleFree as usize], 1);
-        drain_to_empty(&caches, &mut keeper, &mut resolver);
+        returned_once_then_empty(&caches, &mut keeper, &mut resolver, 1);
+    });
+}
+
+/// After a retired slab's two objects were freed, `second_frees` of them refused: the host
+/// takes the slab back once, the frees are counted by outcome, and everything drains.
+fn returned_once_then_empty(
+    caches: &CpuCaches,
+    keeper: &mut CacheKeeper,
+    resolver: &mut Resolver,
+    second_frees: u64,
+) {
+    keeper.tend(resolver);
+    assert_eq!(keeper.stats().snapshot().returns, 1);
+    let frees = caches.frees_by_outcome();
+    assert_eq!(frees[LaneStatus::Ok as usize], 2);
+    assert_eq!(frees[LaneStatus::DoubleFree as usize], second_frees);
+    drain_to_empty(caches, keeper, resolver);
+}
+
+/// Lanes that share a bitmap word set their bits with one atomic OR (as on the GPU), racing a
+/// second free: one warp frees both objects of a retired slab (in one word), its third lane the
+/// first object again, while another warp frees the second object again. Of each object exactly
+/// one free is `Ok`: the lowest of one warp's lanes, and whichever warp's OR lands first; the
+/// slab goes back once.
+#[test]
+fn lanes_of_one_word_and_a_racing_second_free_free_each_object_once() {
+    model_caches(|| {
+        let (caches, mut keeper, mut resolver, alloc) = retired_slab_with_two_objects();
+        let [first, second] = [alloc.handles[0], alloc.handles[1]];
+        let other = {
+            let caches = caches.clone();
+            thread::spawn(move || cached_free(&caches, &[second]).lanes[0])
+        };
+        let mine = cached_free(&caches, &[first, second, first]);
+        let other = other.join().unwrap();
+        assert_eq!(mine.handled, 0b111);
+        assert_eq!(
+            (mine.lanes[0], mine.lanes[2]),
+            (LaneStatus::Ok, LaneStatus::DoubleFree)
+        );
+        let mut seconds = [mine.lanes[1], other];
+        seconds.sort_by_key(|s| *s as u32);
+        assert_eq!(seconds, [LaneStatus::Ok, LaneStatus::DoubleFree]);
+        returned_once_then_empty(&caches, &mut keeper, &mut resolver, 2);
     });
 }
 

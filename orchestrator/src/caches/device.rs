@@ -50,6 +50,7 @@ enum Words {
 
 /// A free judged in a slab: the object's first slot, the slab's life it was judged in, and
 /// the slots it covers.
+#[derive(Clone, Copy)]
 struct Judged {
     slot: u64,
     life: u32,
@@ -754,6 +755,7 @@ impl CpuCaches {
         };
         let mut slabs = [usize::MAX; WARP_LANES];
         let mut slots = [0u32; WARP_LANES];
+        let mut judged: [Option<(usize, Judged)>; WARP_LANES] = [None; WARP_LANES];
         for lane in set_lanes(mask) {
             let (address, stamp) = if by_address {
                 (words[lane], 0)
@@ -778,19 +780,22 @@ impl CpuCaches {
                 continue; // the host's object, or no one's: the host judges it
             }
             out.handled |= 1 << lane;
-            let outcome = match found {
+            out.lanes[lane] = match found {
                 Some((slab, class)) => match self.judge_free(class, slab, address, stamp) {
-                    Ok(judged) => {
-                        slots[lane] = judged.slots;
-                        self.set_bit(slab, judged.slot, judged.life)
+                    Ok(j) => {
+                        judged[lane] = Some((slab, j));
+                        LaneStatus::Ok // until its bit says otherwise
                     }
                     Err(status) => status,
                 },
                 None => LaneStatus::DoubleFree,
             };
-            out.lanes[lane] = outcome;
-            if let (LaneStatus::Ok, Some((slab, _))) = (outcome, found) {
+        }
+        self.set_bits(&judged, &mut out.lanes);
+        for lane in 0..WARP_LANES {
+            if let (Some((slab, j)), LaneStatus::Ok) = (judged[lane], out.lanes[lane]) {
                 slabs[lane] = slab;
+                slots[lane] = j.slots;
             }
         }
         // Every lane's bit, and what it did with its object, comes before the count-downs'
@@ -888,27 +893,57 @@ impl CpuCaches {
         Ok(Judged { slot, life, slots })
     }
 
-    /// Set the bit of `slot` in `slab`, judged in life `life`: `Ok`, or `DoubleFree` when the
-    /// bit was set already or the word is of another life (the slab went back, or came back,
-    /// since). The word's life comes back with the bit from one atomic; a bit that landed in a
-    /// later life is taken back at once (as on the GPU, `detail/cache.cuh`).
-    fn set_bit(&self, slab: usize, slot: u64, life: u32) -> LaneStatus {
-        let bit = 1u64 << (slot % 32);
-        let word = &self.bits[slab * BITMAP_WORDS + slot as usize / 32];
-        // Relaxed: the word's atomicity is the judgement; what the lane did with its object
-        // is ordered by its count-down's release.
-        let before = word.fetch_or(bit, Ordering::Relaxed);
-        if (before >> 32) as u32 == life {
-            return if before & bit == 0 {
-                LaneStatus::Ok
-            } else {
-                LaneStatus::DoubleFree
+    /// Set the bits of the `judged` lanes (slab, where and in which life), each lane's outcome
+    /// into `lanes`: `Ok`, or `DoubleFree` when its bit was set already or the word is of
+    /// another life (the slab went back, or came back, since). As on the GPU
+    /// (`detail/cache.cuh`, `cache_set_bits`): one atomic OR per bitmap word and life for the
+    /// lanes that share it; of lanes freeing one object the lowest sets its bit and the others
+    /// are second frees. The word's life comes back with the bits from the one atomic; bits
+    /// that landed in a later life are taken back at once.
+    fn set_bits(
+        &self,
+        judged: &[Option<(usize, Judged)>; WARP_LANES],
+        lanes: &mut [LaneStatus; WARP_LANES],
+    ) {
+        let word_of = |l: usize| {
+            judged[l].map(|(slab, j)| (j.life, slab * BITMAP_WORDS + j.slot as usize / 32))
+        };
+        let bit_of = |l: usize| judged[l].map_or(0, |(_, j)| 1u64 << (j.slot % 32));
+        let mut done = 0u32;
+        for lane in 0..WARP_LANES {
+            let Some((life, index)) = word_of(lane) else {
+                continue;
             };
+            if done >> lane & 1 == 1 {
+                continue;
+            }
+            let same_word = lane_mask(|l| word_of(l) == Some((life, index)));
+            done |= same_word;
+            let (mut bits, mut first) = (0u64, 0u32);
+            for l in set_lanes(same_word) {
+                if bits & bit_of(l) == 0 {
+                    bits |= bit_of(l);
+                    first |= 1 << l;
+                }
+            }
+            let word = &self.bits[index];
+            // Relaxed: the word's atomicity is the judgement; what the lanes did with their
+            // objects is ordered by the count-down's release.
+            let before = word.fetch_or(bits, Ordering::Relaxed);
+            let landed = bits & !before;
+            if (before >> 32) as u32 != life && landed != 0 {
+                word.fetch_and(!landed, Ordering::Relaxed);
+            }
+            for l in set_lanes(same_word) {
+                let refused =
+                    (before >> 32) as u32 != life || first >> l & 1 == 0 || before & bit_of(l) != 0;
+                lanes[l] = if refused {
+                    LaneStatus::DoubleFree
+                } else {
+                    LaneStatus::Ok
+                };
+            }
         }
-        if before & bit == 0 {
-            word.fetch_and(!bit, Ordering::Relaxed);
-        }
-        LaneStatus::DoubleFree
     }
 
     /// Retire every class's current slab (no warp may run): its objects not handed out yet are
@@ -1109,6 +1144,73 @@ mod tests {
         out.lanes[0]
     }
 
+    /// One lane's bit step: slot `slot` of `slab`, judged in life `life`.
+    fn set_bit(caches: &CpuCaches, slab: usize, slot: u64, life: u32) -> LaneStatus {
+        let mut judged = [None; WARP_LANES];
+        judged[0] = Some((
+            slab,
+            Judged {
+                slot,
+                life,
+                slots: 1,
+            },
+        ));
+        let mut lanes = [LaneStatus::Ok; WARP_LANES];
+        caches.set_bits(&judged, &mut lanes);
+        lanes[0]
+    }
+
+    /// The bit step of a warp whose lanes share words: each word's bits land together (a bit
+    /// set before is a second free for its lane), of lanes freeing one object the lowest frees
+    /// it, and a word of another life takes none of its lanes' bits.
+    #[test]
+    fn lanes_of_one_word_set_their_bits_together_and_the_lowest_of_one_object_frees_it() {
+        let (caches, host) = caches_and_host(1, 64, 16 * VABLOCK_BYTES, OneSlab { held: false });
+        let got = alloc_with_host(&caches, &host, 2);
+        assert_eq!(got.served, 0b11);
+        let (slab, _) = caches
+            .slab_and_class_of_block(got.handles[0].address() >> 21)
+            .unwrap();
+        let life = caches.slab_life[slab].load(Ordering::Relaxed);
+        let word = |index: usize| caches.bits[slab * BITMAP_WORDS + index].load(Ordering::Relaxed);
+        let before = [word(0), word(1)];
+        // Slot 40 was set before (word 1, bit 8).
+        caches.bits[slab * BITMAP_WORDS + 1].fetch_or(1 << 8, Ordering::Relaxed);
+        let mut judged = [None; WARP_LANES];
+        for (lane, slot) in [(2, 33), (3, 40), (5, 33), (6, 34), (9, 40)] {
+            judged[lane] = Some((
+                slab,
+                Judged {
+                    slot,
+                    life,
+                    slots: 1,
+                },
+            ));
+        }
+        // A lane judged in the life before: its word's life differs.
+        judged[7] = Some((
+            slab,
+            Judged {
+                slot: 35,
+                life: life.wrapping_sub(1),
+                slots: 1,
+            },
+        ));
+        let mut lanes = [LaneStatus::Ok; WARP_LANES];
+        caches.set_bits(&judged, &mut lanes);
+        use LaneStatus::{DoubleFree, Ok};
+        assert_eq!(
+            [lanes[2], lanes[3], lanes[5], lanes[6], lanes[7], lanes[9]],
+            [Ok, DoubleFree, DoubleFree, Ok, DoubleFree, DoubleFree]
+        );
+        assert_eq!(word(0), before[0], "no lane's word");
+        assert_eq!(
+            word(1),
+            before[1] | 1 << 1 | 1 << 2 | 1 << 8,
+            "bits 1 and 2 landed, 8 was there, 3 (the other life's) did not"
+        );
+    }
+
     /// A second free judged while its slab was alive and acting after the slab went back and
     /// came back on the same blocks (the step a warp can stall across on the GPU): its word is of
     /// the next life, so it is a double free and the object now at its address is untouched.
@@ -1139,7 +1241,7 @@ mod tests {
         assert_eq!(caches.slab_of_block(old.address() >> 21), Some(slab));
 
         assert_eq!(
-            caches.set_bit(slab, judged.slot, judged.life),
+            set_bit(&caches, slab, judged.slot, judged.life),
             LaneStatus::DoubleFree
         );
         assert_eq!(free(&caches, next.handles[0]), LaneStatus::Ok);
@@ -1308,7 +1410,7 @@ mod tests {
         );
 
         // Slot 101 (word 3, bit 5), judged in the slab's life before.
-        assert_eq!(caches.set_bit(next, 101, life), LaneStatus::DoubleFree);
+        assert_eq!(set_bit(&caches, next, 101, life), LaneStatus::DoubleFree);
         assert!(
             words(&caches, next).iter().all(|&w| w == ready),
             "it landed in the coming life's word and took its bit back"
