@@ -753,8 +753,6 @@ impl CpuCaches {
             handled: 0,
             lanes: [LaneStatus::Ok; WARP_LANES],
         };
-        let mut slabs = [usize::MAX; WARP_LANES];
-        let mut slots = [0u32; WARP_LANES];
         let mut judged: [Option<(usize, Judged)>; WARP_LANES] = [None; WARP_LANES];
         for lane in set_lanes(mask) {
             let (address, stamp) = if by_address {
@@ -792,12 +790,11 @@ impl CpuCaches {
             };
         }
         self.set_bits(&judged, &mut out.lanes);
-        for lane in 0..WARP_LANES {
-            if let (Some((slab, j)), LaneStatus::Ok) = (judged[lane], out.lanes[lane]) {
-                slabs[lane] = slab;
-                slots[lane] = j.slots;
-            }
-        }
+        // The slab of each lane whose bit was set (usize::MAX: none), taken off as counted.
+        let mut slabs = std::array::from_fn::<_, WARP_LANES, _>(|l| match judged[l] {
+            Some((slab, _)) if out.lanes[l] == LaneStatus::Ok => slab,
+            _ => usize::MAX,
+        });
         // Every lane's bit, and what it did with its object, comes before the count-downs'
         // releases: one thread plays the warp here, as the GPU's lanes meet at a __syncwarp.
         // One count-down per slab, as the warp-aggregated atomic on the GPU; a run object
@@ -808,9 +805,10 @@ impl CpuCaches {
             if slab == usize::MAX {
                 continue;
             }
-            if slots[lane] != 1 {
+            let slots = judged[lane].map_or(1, |(_, j)| j.slots);
+            if slots != 1 {
                 slabs[lane] = usize::MAX;
-                self.count_down(slab, slots[lane]);
+                self.count_down(slab, slots);
                 continue;
             }
             let same = lane_mask(|l| slabs[l] == slab);
