@@ -744,7 +744,7 @@ fn a_posted_free_holds_its_port_until_answered() {
     });
 }
 
-/// A class of 1-2 block slabs (512 B objects, one block a slab).
+/// A class that claims ahead (512 B objects, 8 192 in a slab of two blocks).
 const SMALL: usize = 5;
 
 /// A warp's allocation of one object of [`SMALL`] in lane 0.

@@ -85,6 +85,8 @@ fn constants() -> Vec<(&'static str, Vec<Constant>)> {
                 "kCacheRunSlabBlocks": U64 = orchestrator::caches::geometry::RUN_SLAB_BLOCKS;
                 "kCacheRunSpansAt": U32 = orchestrator::caches::geometry::RUN_SPANS_AT;
                 "kCacheSlabObjects": U64 = orchestrator::caches::geometry::SLAB_OBJECTS;
+                "kCacheSlabWantedObjects": U64 = orchestrator::caches::geometry::SLAB_WANTED_OBJECTS;
+                "kCacheSlabWantedMaxBytes": U64 = orchestrator::caches::geometry::SLAB_WANTED_MAX_BYTES;
                 "kCacheMaxSlabBlocks": U64 = orchestrator::caches::geometry::MAX_SLAB_BLOCKS;
                 "kCacheClaimAheadMaxBlocks": U64 = orchestrator::caches::geometry::CLAIM_AHEAD_MAX_BLOCKS;
                 "kCacheBitmapWords": U32 = orchestrator::caches::geometry::BITMAP_WORDS;

@@ -1377,9 +1377,10 @@ mod tests {
     /// clean; the move then starts the slab in that life and every object of it frees.
     #[test]
     fn the_next_slab_ahead_has_its_words_in_its_coming_life_and_a_late_free_leaves_them_clean() {
-        const SMALL: usize = 6; // 1 KiB objects, 4 096 a slab: 128 warps
+        const SMALL: usize = 5; // 512 B objects, 8 192 a slab: 256 warps
+        let per_slab = slab_objects(SMALL) as usize / WARP_LANES;
         let warp = |caches: &CpuCaches| {
-            let got = caches.alloc(u32::MAX, &[1024; WARP_LANES], false, &|| false);
+            let got = caches.alloc(u32::MAX, &[512; WARP_LANES], false, &|| false);
             assert_eq!(got.served, u32::MAX);
             got
         };
@@ -1392,7 +1393,7 @@ mod tests {
         };
         let (caches, host) = caches_and_host(64, 4096, 4096 * VABLOCK_BYTES, Bump { next: BASE });
         with_host(&host, || {
-            (0..129).for_each(|_| {
+            (0..=per_slab).for_each(|_| {
                 warp(&caches);
             })
         });
@@ -1415,7 +1416,7 @@ mod tests {
         );
 
         let first = with_host(&host, || {
-            (0..127).for_each(|_| {
+            (0..per_slab - 1).for_each(|_| {
                 warp(&caches);
             });
             assert_eq!(
@@ -1469,11 +1470,12 @@ mod tests {
     /// the host's entry after them.
     #[test]
     fn a_small_class_moves_into_the_slabs_it_claimed_ahead_and_a_drain_gives_them_back() {
-        const SMALL: usize = 6; // 1 KiB objects, 4 096 a slab of 2 blocks: 128 warps
+        const SMALL: usize = 5; // 512 B objects, 8 192 a slab of 2 blocks: 256 warps
         assert!(claims_ahead(SMALL) && !claims_ahead(SMALL + 1));
+        let per_slab = slab_objects(SMALL) as usize / WARP_LANES;
         let warps = |caches: &CpuCaches, n: usize| {
             for _ in 0..n {
-                let got = caches.alloc(u32::MAX, &[1024; WARP_LANES], false, &|| false);
+                let got = caches.alloc(u32::MAX, &[512; WARP_LANES], false, &|| false);
                 assert_eq!(got.served, u32::MAX);
             }
         };
@@ -1493,7 +1495,7 @@ mod tests {
         let channel = caches.channel.clone();
         // Slab 1 used up; the move to slab 2 claims the slabs the host has published past it
         // (the host, tending, has by then) in one claim and posts them taken.
-        with_host(&host, || warps(&caches, 129));
+        with_host(&host, || warps(&caches, per_slab + 1));
         let (numbers, slabs) = ahead(&caches);
         assert!(
             numbers.start == 3 && numbers.end > 3,
@@ -1517,7 +1519,7 @@ mod tests {
             keeper.check().unwrap();
         }
         let asks = channel.demand(SMALL);
-        warps(&caches, 128 * numbers.len());
+        warps(&caches, per_slab * numbers.len());
         assert_eq!(
             caches.number(SMALL),
             numbers.end - 1,
@@ -1536,7 +1538,7 @@ mod tests {
             let (keeper, source) = &mut *host.lock();
             keeper.reclaim(source);
         }
-        with_host(&host, || warps(&caches, 129));
+        with_host(&host, || warps(&caches, per_slab + 1));
         let (numbers, slabs) = ahead(&caches);
         assert!(!numbers.is_empty(), "claimed ahead again");
         let returns = caches.returns_claimed.load(Ordering::Relaxed);

@@ -4,8 +4,13 @@
 //!
 //! Classes 0..=11 are power-of-two classes: class `c` holds objects of `16 << c` bytes, 16 B to
 //! 32 KiB, and a lane asking `s` bytes takes the smallest class that fits. A slab is a run of
-//! VABlocks of one class: at least 4096 objects, at most 16 blocks (32 MiB), so classes up to
-//! 512 B fill one block and the largest ones 1024-2048 objects.
+//! VABlocks of one class: 8192 objects where they take at most 16 MiB, else at least 4096, and at
+//! most 16 blocks (32 MiB). So classes up to 256 B fill one block, 512 B-4 KiB take 2-8 blocks
+//! (8192 objects up to 2 KiB, 4096 at 4 KiB) and the largest ones 1024-4096 objects. A class
+//! moves to its next slab under a lock while its warps wait (docs/caches.md), so the
+//! classes that most kernels fill fastest hold more objects a slab; the 16 MiB keeps what a
+//! class holds idle (its current slab's rest, and the slabs published ahead) within the mixed
+//! test's footprint bound (docs/benchmarks.md, `slab_geometry`).
 //!
 //! Class 12, the run class, serves lanes asking 32 KiB + 1 B to 4 MiB: its slab (16 blocks,
 //! 32 MiB) is cut into 2048 slots of 16 KiB and a lane takes `ceil(s / 16 KiB)` consecutive
@@ -45,8 +50,12 @@ pub const RUN_SLAB_BLOCKS: u64 = MAX_SLAB_BLOCKS;
 pub const RUN_SPANS_AT: usize = 64;
 /// Ring entries per class (slabs published and not yet taken can never exceed it).
 pub const RING_LEN: usize = 16;
-/// Objects a slab should hold at least.
+/// Objects a slab holds at least.
 pub const SLAB_OBJECTS: u64 = 4096;
+/// Objects a slab holds where they take at most [`SLAB_WANTED_MAX_BYTES`].
+pub const SLAB_WANTED_OBJECTS: u64 = 8192;
+/// The most bytes a slab takes to hold [`SLAB_WANTED_OBJECTS`] rather than [`SLAB_OBJECTS`].
+pub const SLAB_WANTED_MAX_BYTES: u64 = 16 << 20;
 /// Longest slab, in VABlocks.
 pub const MAX_SLAB_BLOCKS: u64 = 16;
 /// `u32` words of one slab's bitmap (enough for the most objects any slab holds).
@@ -109,10 +118,12 @@ pub fn slab_blocks(class: usize) -> u64 {
     if class == RUN_CLASS {
         return RUN_SLAB_BLOCKS;
     }
-    (SLAB_OBJECTS * class_bytes(class) / VABLOCK_BYTES).clamp(1, MAX_SLAB_BLOCKS)
+    let bytes = class_bytes(class);
+    let wanted = (SLAB_WANTED_OBJECTS * bytes).min(SLAB_WANTED_MAX_BYTES);
+    (wanted.max(SLAB_OBJECTS * bytes) / VABLOCK_BYTES).clamp(1, MAX_SLAB_BLOCKS)
 }
 
-/// Whether `class` claims its next slab ahead ([`CLAIM_AHEAD_MAX_BLOCKS`]): 16 B to 1 KiB.
+/// Whether `class` claims its next slab ahead ([`CLAIM_AHEAD_MAX_BLOCKS`]): 16 B to 512 B.
 pub fn claims_ahead(class: usize) -> bool {
     slab_blocks(class) <= CLAIM_AHEAD_MAX_BLOCKS
 }
@@ -170,11 +181,14 @@ mod tests {
             assert!(objects as usize <= BITMAP_WORDS * 32);
             assert!(objects >= 1024);
         }
-        assert_eq!(slab_blocks(0), 1);
+        let blocks: Vec<u64> = (0..CACHE_CLASSES).map(slab_blocks).collect();
+        assert_eq!(blocks, [1, 1, 1, 1, 1, 2, 4, 8, 8, 16, 16, 16, 16]);
         assert_eq!(slab_objects(0), 131_072);
-        assert_eq!(slab_blocks(11), 16);
+        assert_eq!(slab_objects(4), 8192, "256 B");
+        assert_eq!(slab_objects(7), 8192, "2 KiB");
+        assert_eq!(slab_objects(8), 4096, "4 KiB");
         let ahead: Vec<usize> = (0..CACHE_CLASSES).filter(|&c| claims_ahead(c)).collect();
-        assert_eq!(ahead, (0..=6).collect::<Vec<_>>(), "16 B to 1 KiB");
+        assert_eq!(ahead, (0..=5).collect::<Vec<_>>(), "16 B to 512 B");
         // The run class: the slots' bits, then a span word per slot, in one slab's words; its
         // largest object fits a slab many times over.
         let slots = slab_objects(RUN_CLASS) as usize;

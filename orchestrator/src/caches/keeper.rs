@@ -26,12 +26,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::channel::{CacheChannel, entry_parts, entry_word};
-use super::geometry::{CACHE_CLASSES, MAX_SLAB_BLOCKS, RING_LEN, class_bytes, slab_blocks};
+use super::geometry::{
+    CACHE_CLASSES, MAX_SLAB_BLOCKS, RING_LEN, claims_ahead, class_bytes, slab_blocks,
+};
 use ortree::VABLOCK_BYTES;
 use translator::CACHE_GENERATIONS;
 
-/// Slabs published ahead of the device's consumption, per class in use whose slab is shorter
-/// than [`MAX_SLAB_BLOCKS`].
+/// Slabs published ahead of the device's consumption, per class in use that claims ahead
+/// ([`claims_ahead`]; the others get one, [`depth`]).
 pub const DEPTH: u32 = 2;
 
 /// The most slabs a class is published ahead, however fast it takes them (below `RING_LEN`).
@@ -45,17 +47,14 @@ const _: () = assert!(
 /// deepening costs in memory held idle, whatever the number of classes that run dry at once).
 pub const DEEP_BLOCKS: u64 = 16;
 
-/// Slabs published ahead for `class` at first: [`DEPTH`], or one for the longest slabs (32 MiB),
-/// which the device takes less often and whose second one would be held idle for a whole slab's
-/// worth of objects. A class that runs dry while in use (its warps ask for a slab the host had
-/// not published yet) gets twice as many ahead, up to [`MOST_DEPTH`], until the caches are
-/// drained or the arena runs short.
+/// Slabs published ahead for `class` at first: [`DEPTH`] for the classes that claim ahead (slabs
+/// of 1-2 blocks, the ones that move most often), one for longer slabs (8-32 MiB), which the
+/// device takes less often and whose second one would be held idle for a whole slab's worth of
+/// objects. A class that runs dry while in use (its warps ask for a slab the host had not
+/// published yet) gets twice as many ahead, up to [`MOST_DEPTH`], until the caches are drained
+/// or the arena runs short.
 pub fn depth(class: usize) -> u32 {
-    if slab_blocks(class) >= MAX_SLAB_BLOCKS {
-        1
-    } else {
-        DEPTH
-    }
+    if claims_ahead(class) { DEPTH } else { 1 }
 }
 
 /// Where slabs come from: the resolver (a slab is a live chunk of whole VABlocks for as long as

@@ -2,8 +2,8 @@
 //
 // The C++ twin of the functions of `orchestrator::caches::geometry` and of the block-table hash
 // of `orchestrator::caches::device`; `device/hostcheck` holds them equal. Classes 0..11 hold
-// objects of 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, at least
-// 4096 objects, at most 16 blocks. Class 12, the run class, serves 32 KiB + 1 B .. 4 MiB: its
+// objects of 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, 8192
+// objects where they take at most 16 MiB, else at least 4096, at most 16 blocks. Class 12, the run class, serves 32 KiB + 1 B .. 4 MiB: its
 // slab (16 blocks) is 2048 slots of 16 KiB, a lane takes ceil(size / 16 KiB) consecutive ones,
 // and each object's span (slots, tagged with the slab's life) is kept in the slab's bitmap words
 // from kCacheRunSpansAt on. Pure integer arithmetic: compiles under nvcc, NVRTC and host C++.
@@ -65,7 +65,11 @@ AM_HD bool cache_run_class_serves(bool arranged, u64 max, u64 packed) {
 
 AM_HD u64 cache_slab_blocks(u32 cls) {
   if (cls == kCacheRunClass) return kCacheRunSlabBlocks;
-  const u64 blocks = kCacheSlabObjects * cache_class_bytes(cls) / kVablockBytes;
+  const u64 bytes = cache_class_bytes(cls);
+  u64 wanted = kCacheSlabWantedObjects * bytes;
+  if (wanted > kCacheSlabWantedMaxBytes) wanted = kCacheSlabWantedMaxBytes;
+  if (wanted < kCacheSlabObjects * bytes) wanted = kCacheSlabObjects * bytes;
+  const u64 blocks = wanted / kVablockBytes;
   return blocks < 1 ? 1 : (blocks > kCacheMaxSlabBlocks ? kCacheMaxSlabBlocks : blocks);
 }
 
