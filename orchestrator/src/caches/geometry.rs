@@ -7,10 +7,10 @@
 //! VABlocks of one class: 8192 objects where they take at most 16 MiB, else at least 4096, and at
 //! most 16 blocks (32 MiB). So classes up to 256 B fill one block, 512 B-4 KiB take 2-8 blocks
 //! (8192 objects up to 2 KiB, 4096 at 4 KiB) and the largest ones 1024-4096 objects. A class
-//! moves to its next slab under a lock while its warps wait (docs/caches.md), so the
-//! classes that most kernels fill fastest hold more objects a slab; the 16 MiB keeps what a
-//! class holds idle (its current slab's rest, and the slabs published ahead) within the mixed
-//! test's footprint bound (docs/benchmarks.md, `slab_geometry`).
+//! moves to its next slab under a lock while its warps wait (docs/caches.md), so more objects a
+//! slab means fewer such waits; the 16 MiB keeps what the classes hold idle (each one's current
+//! slab's rest and the slabs published ahead) within the mixed test's footprint bound
+//! (docs/benchmarks.md, `slab_geometry`).
 //!
 //! Class 12, the run class, serves lanes asking 32 KiB + 1 B to 4 MiB: its slab (16 blocks,
 //! 32 MiB) is cut into 2048 slots of 16 KiB and a lane takes `ceil(s / 16 KiB)` consecutive

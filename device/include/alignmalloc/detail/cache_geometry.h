@@ -3,10 +3,11 @@
 // The C++ twin of the functions of `orchestrator::caches::geometry` and of the block-table hash
 // of `orchestrator::caches::device`; `device/hostcheck` holds them equal. Classes 0..11 hold
 // objects of 16 << c bytes (16 B .. 32 KiB); a slab is a run of VABlocks of one class, 8192
-// objects where they take at most 16 MiB, else at least 4096, at most 16 blocks. Class 12, the run class, serves 32 KiB + 1 B .. 4 MiB: its
-// slab (16 blocks) is 2048 slots of 16 KiB, a lane takes ceil(size / 16 KiB) consecutive ones,
-// and each object's span (slots, tagged with the slab's life) is kept in the slab's bitmap words
-// from kCacheRunSpansAt on. Pure integer arithmetic: compiles under nvcc, NVRTC and host C++.
+// objects where they take at most 16 MiB, else at least 4096, at most 16 blocks. Class 12, the
+// run class, serves 32 KiB + 1 B .. 4 MiB: its slab (16 blocks) is 2048 slots of 16 KiB, a lane
+// takes ceil(size / 16 KiB) consecutive ones, and each object's span (slots, tagged with the
+// slab's life) is kept in the slab's bitmap words from kCacheRunSpansAt on. Pure integer
+// arithmetic: compiles under nvcc, NVRTC and host C++.
 #ifndef ALIGNMALLOC_CACHE_GEOMETRY_H
 #define ALIGNMALLOC_CACHE_GEOMETRY_H
 
