@@ -820,6 +820,32 @@ mod tests {
         keeper.check().unwrap();
     }
 
+    /// At first use the classes that claim ahead (slabs of 1-2 blocks) are published two slabs
+    /// ahead of what the device took, the classes of longer slabs one.
+    #[test]
+    fn classes_that_claim_ahead_are_published_two_ahead_and_longer_slabs_one() {
+        let channel = Arc::new(CacheChannel::new(64));
+        // Room for every class's slabs and the bound's reserve.
+        let mut keeper = CacheKeeper::new(channel.clone(), 512 * VABLOCK_BYTES);
+        let mut source = Blocks::new(1024);
+        for class in 0..CACHE_CLASSES {
+            channel.post_demand(class, 1);
+            keeper.tend(&mut source);
+            channel.post_taken(class, 1);
+            keeper.tend(&mut source);
+            let ahead = channel.filled(class) - 1;
+            let expected = if slab_blocks(class) <= 2 { 2 } else { 1 };
+            assert_eq!(
+                ahead,
+                expected,
+                "class {class}, {} blocks",
+                slab_blocks(class)
+            );
+            keeper.check().unwrap();
+        }
+        assert_eq!(keeper.stats().snapshot().denials, 0);
+    }
+
     /// A class that runs dry while in use gets twice as many slabs ahead, up to `MOST_DEPTH`;
     /// a drain puts it back to its first depth.
     #[test]
