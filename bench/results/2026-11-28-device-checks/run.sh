@@ -1,7 +1,7 @@
 #!/bin/bash
 # The device checks of the current build, one call: selftest, mailbox stress, the default soak,
 # the small objects beside Gallatin, the CUDA examples that exercise the device caches, the C
-# ABI's second frees and a verified walk. Expects target/diag/am (`cargo build --release -p
+# ABI's second frees and bind race, a verified walk and the layout's parity with the translator. Expects target/diag/am (`cargo build --release -p
 # bench`, stripped), target/diag/prefix (`bash runtime/capi/install.sh --prefix target/diag/prefix
 # --prebuilt target/release` after `cargo build --release -p alignmalloc-capi`) and Gallatin's
 # harness in target/gallatin (bench/gallatin/build.sh); writes to $OUT/r. Each step's exit
@@ -17,7 +17,9 @@ step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s); timeout $limit "
 ( for ex in divergent growing_lists plain_container; do
     nvcc -arch=native -std=c++17 device/examples/$ex.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/$ex > $R/build-$ex.log 2>&1 &
   done
-  nvcc -arch=native -std=c++17 runtime/capi/tests/second_frees.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/second_frees > $R/build-second_frees.log 2>&1 &
+  for t in runtime/capi/tests/second_frees runtime/capi/tests/bind_race device/examples/minimal; do
+    nvcc -arch=native -std=c++17 $t.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/$(basename $t) > $R/build-$(basename $t).log 2>&1 &
+  done
   wait ) &
 BUILDS=$!
 step selftest 90 $A selftest --json $R/selftest.json
@@ -25,10 +27,12 @@ step mailbox-stress 60 $A mailbox-stress
 step soak 150 $A soak --json $R/soak.json
 step alloc 150 $A -v alloc --tests floor,singular,random,scaling,mixed --systems alignmalloc,gallatin --repeats 5 --json $R/alloc.json
 wait $BUILDS
-for ex in divergent growing_lists plain_container; do
+for ex in minimal divergent growing_lists plain_container; do
   echo "== $ex" >> $R/examples.log
   step $ex 60 bash -c "/tmp/$ex >> $R/examples.log 2>&1"
 done
 step second_frees 60 /tmp/second_frees 65536 16
+step bind_race 60 /tmp/bind_race 8 25 50
 step walk 90 $A walk --rmat 20 --verify --json $R/walk.json
+step layout-parity 60 $A layout-parity --json $R/layout-parity.json
 cat $R/status.txt
