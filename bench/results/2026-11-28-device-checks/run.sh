@@ -1,11 +1,11 @@
 #!/bin/bash
 # The device checks of the current build, one call: selftest, mailbox stress, the default soak,
-# the small objects beside Gallatin, the CUDA examples that exercise the device caches, the C
-# ABI's second frees and bind race, a verified walk and the layout's parity with the translator. Expects target/diag/am (`cargo build --release -p
-# bench`, stripped), target/diag/prefix (`bash runtime/capi/install.sh --prefix target/diag/prefix
-# --prebuilt target/release` after `cargo build --release -p alignmalloc-capi`) and Gallatin's
-# harness in target/gallatin (bench/gallatin/build.sh); writes to $OUT/r. Each step's exit
-# status and seconds go to status.txt.
+# the small objects beside Gallatin, the CUDA examples, the C ABI's second frees and bind race, a
+# verified walk and the layout's parity with the translator. Expects target/diag/am (`cargo build
+# --release -p bench`, stripped), target/diag/prefix (`bash runtime/capi/install.sh --prefix
+# target/diag/prefix --prebuilt target/release` after `cargo build --release -p
+# alignmalloc-capi`) and Gallatin's harness in target/gallatin (bench/gallatin/build.sh); writes
+# to $OUT/r. Each step's exit status and seconds go to status.txt.
 set -o pipefail
 R=$OUT/r; mkdir -p $R
 A=target/diag/am; P=$PWD/target/diag/prefix
@@ -18,7 +18,8 @@ step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s); timeout $limit "
     nvcc -arch=native -std=c++17 device/examples/$ex.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/$ex > $R/build-$ex.log 2>&1 &
   done
   for t in runtime/capi/tests/second_frees runtime/capi/tests/bind_race device/examples/minimal; do
-    nvcc -arch=native -std=c++17 $t.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/$(basename $t) > $R/build-$(basename $t).log 2>&1 &
+    name=$(basename $t)
+    nvcc -arch=native -std=c++17 $t.cu -I$P/include -L$P/lib -lalignmalloc -Xlinker -rpath=$P/lib -o /tmp/$name > $R/build-$name.log 2>&1 &
   done
   wait ) &
 BUILDS=$!
