@@ -1,15 +1,17 @@
 #!/bin/bash
 # The device checks of the current build, one call: selftest, mailbox stress, the default soak,
-# the small objects beside Gallatin, the CUDA examples, the C ABI's second frees and bind race, a
-# verified walk and the layout's parity with the translator. Expects target/diag/am (`cargo build
-# --release -p bench`, stripped), target/diag/prefix (`bash runtime/capi/install.sh --prefix
-# target/diag/prefix --prebuilt target/release` after `cargo build --release -p
-# alignmalloc-capi`) and Gallatin's harness in target/gallatin (bench/gallatin/build.sh); writes
-# to $OUT/r. Each step's exit status and seconds go to status.txt.
+# the default soak under compute-sanitizer's synccheck, the small objects beside Gallatin, the CUDA
+# examples, the C ABI's second frees and bind race, a verified walk and the layout's parity with
+# the translator. Expects target/diag/am (`cargo build --release -p bench`, stripped),
+# target/diag/prefix (`bash runtime/capi/install.sh --prefix target/diag/prefix --prebuilt
+# target/release` after `cargo build --release -p alignmalloc-capi`) and Gallatin's harness in
+# target/gallatin (bench/gallatin/build.sh), and the CUDA toolkit's compute-sanitizer; writes to
+# $OUT/r. Each step's exit status and seconds go to status.txt.
 set -o pipefail
 R=$OUT/r; mkdir -p $R
 A=target/diag/am; P=$PWD/target/diag/prefix
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+export PATH=$PATH:/usr/local/cuda/bin
 export ALIGNMALLOC_GALLATIN_LIB=$PWD/target/gallatin/libalignmalloc_gallatin.so
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > $R/card.csv
 step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s); timeout $limit "$@" > $R/$name.log 2>&1; echo "$name rc=$? $(( $(date +%s) - t0 ))s" | tee -a $R/status.txt; }
@@ -26,6 +28,7 @@ BUILDS=$!
 step selftest 90 $A selftest --json $R/selftest.json
 step mailbox-stress 60 $A mailbox-stress
 step soak 150 $A soak --json $R/soak.json
+step soak-synccheck 150 compute-sanitizer --tool synccheck --error-exitcode 1 --print-limit 40 $A soak
 step alloc 150 $A -v alloc --tests floor,singular,random,scaling,mixed --systems alignmalloc,gallatin --repeats 5 --json $R/alloc.json
 wait $BUILDS
 for ex in minimal divergent growing_lists plain_container; do
