@@ -847,12 +847,15 @@ impl CpuCaches {
         // wherever in the new slab it points. Stamp 0 (a free by address, or a handle made by
         // hand) is not checked.
         let current = self.slab_generation[slab].load(Ordering::Relaxed);
+        // The class and base before the check: on the GPU their round trips overlap the
+        // stamp's.
+        let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
+        let base = self.slab_base[slab].load(Ordering::Relaxed);
         if stamp != 0 && stamp != current {
             return Err(LaneStatus::DoubleFree);
         }
-        let class = self.slab_class[slab].load(Ordering::Relaxed) as usize;
         let log2 = slot_log2(class);
-        let offset = address.wrapping_sub(self.slab_base[slab].load(Ordering::Relaxed));
+        let offset = address.wrapping_sub(base);
         if offset >> log2 >= slab_objects(class) {
             return Err(LaneStatus::InvalidHandle);
         }
@@ -929,16 +932,20 @@ impl CpuCaches {
             // objects is ordered by the count-down's release.
             let before = word.fetch_or(bits, Ordering::Relaxed);
             let landed = bits & !before;
-            if (before >> 32) as u32 != life && landed != 0 {
-                word.fetch_and(!landed, Ordering::Relaxed);
-            }
+            // The bits this free set in the judged life: what the setter hands its word's lanes.
+            let landed_here = if (before >> 32) as u32 == life {
+                landed
+            } else {
+                if landed != 0 {
+                    word.fetch_and(!landed, Ordering::Relaxed);
+                }
+                0
+            };
             for l in set_lanes(same_word) {
-                let refused =
-                    (before >> 32) as u32 != life || first >> l & 1 == 0 || before & bit_of(l) != 0;
-                lanes[l] = if refused {
-                    LaneStatus::DoubleFree
-                } else {
+                lanes[l] = if first >> l & 1 == 1 && landed_here & bit_of(l) != 0 {
                     LaneStatus::Ok
+                } else {
+                    LaneStatus::DoubleFree
                 };
             }
         }

@@ -672,12 +672,14 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
   const u32 number = device_atomic<u32>(c.slab_number[id]).load(cuda::memory_order_relaxed);
   // Then the stamp: a handle of an earlier slab on these blocks (of any class; the cache
   // generations of a block only grow) or of a host chunk there before is a second free wherever
-  // in the new slab it points. 0 (a free by address) is not checked.
+  // in the new slab it points. 0 (a free by address) is not checked. The class and base are read
+  // before the check, so their round trips overlap the stamp's.
   const u32 current = device_atomic<u32>(c.slab_generation[id]).load(cuda::memory_order_relaxed);
-  if (stamp != 0 && stamp != current) return kLaneDoubleFree;
   const u32 cls = device_atomic<u32>(c.slab_class[id]).load(cuda::memory_order_relaxed);
+  const u64 base = device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+  if (stamp != 0 && stamp != current) return kLaneDoubleFree;
   const u32 log2 = cache_slot_log2(cls);
-  const u64 offset = address - device_atomic<u64>(c.slab_base[id]).load(cuda::memory_order_relaxed);
+  const u64 offset = address - base;
   if ((offset >> log2) >= cache_slab_objects(cls)) return kLaneInvalidHandle;
   if (offset & ((1ull << log2) - 1)) return kLaneInteriorPointer;
   *slot = offset >> log2;
@@ -719,30 +721,51 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
 // atomicity is the judgement; what the lanes did before the free is ordered by the warp's
 // barrier and its count-down's release (cache_free), which nothing can pass before the bits are
 // set.
+//
+// Every warp-wide instruction here is taken by every lane of `mask`, with `mask`, the same
+// number of times: the OR of a word's bits is one reduction of the whole mask per word. Where the
+// lanes of a word met among themselves (their own mask, none for a word of one lane), a lane
+// that had no such meeting went on to the free's next instruction while the others still met;
+// on the GPU that pairs the lanes' instructions wrongly (docs/caches.md, the bit step's
+// meetings): a shuffle of the whole mask after them answered live objects' frees as second
+// frees, and a build with the free's loads ahead of the stamp check stopped at the word's own
+// shuffle with an illegal instruction.
 __device__ inline u32 cache_set_bits(const DeviceCaches& c, u32 mask, bool judged_ok, u32 id,
                                      u64 slot, u32 life, u32 status) {
   const u64 word_index = (u64)id * kCacheBitmapWords + slot / 32;
   const u32 bit = 1u << (slot % 32);
   // Lanes not freeing here share the one key no word has (a word index is below 2^27).
   const u32 same_word = cache_match64(mask, judged_ok ? (u64)life << 32 | word_index : ~0ull);
-  const u32 same_object = cache_match(same_word, judged_ok ? bit : 0u);
+  const u32 same_object = same_word & cache_match(mask, judged_ok ? bit : 0u);
   const u32 lane = lane_id();
   const bool first = lane == (u32)(__ffs(same_object) - 1);
-  const u32 bits = cache_reduce_or(same_word, judged_ok && first ? bit : 0u);
   const u32 setter = (u32)(__ffs(same_word) - 1);
-  u64 before = 0;
+  const u32 mine = judged_ok && first ? bit : 0u;
+  // Each word's bits, into its setter: one reduction of the whole mask per word (mostly one or
+  // two: a warp's lanes mostly free neighbours).
+  u32 bits = 0;
+  const u32 setters = cache_ballot(mask, judged_ok && lane == setter);
+  for (u32 left = setters; left != 0; left &= left - 1) {
+    const u32 word_setter = (u32)(__ffs(left) - 1);
+    const u32 theirs = cache_reduce_or(mask, (same_word >> word_setter & 1u) ? mine : 0u);
+    if (lane == word_setter) bits = theirs;
+  }
+  // The word's bits that this free set in the judged life: none when the word is of another.
+  u32 landed_here = 0;
   if (judged_ok && lane == setter) {
     device_atomic<u64> word(c.bits[word_index]);
-    before = word.fetch_or(bits, cuda::memory_order_relaxed);
-    const u64 landed = bits & ~before;
-    if ((u32)(before >> 32) != life && landed != 0) {
-      word.fetch_and(~landed, cuda::memory_order_relaxed);
+    const u64 before = word.fetch_or(bits, cuda::memory_order_relaxed);
+    const u32 landed = bits & ~(u32)before;
+    if ((u32)(before >> 32) == life) {
+      landed_here = landed;
+    } else if (landed != 0) {
+      word.fetch_and(~(u64)landed, cuda::memory_order_relaxed);
     }
   }
-  before = shfl64(same_word, before, setter);
+  // Each lane from its word's setter, in one shuffle of the whole mask.
+  landed_here = shfl32(mask, landed_here, setter);
   if (!judged_ok) return status;
-  if ((u32)(before >> 32) != life || !first) return kLaneDoubleFree;
-  return (before & bit) ? (u32)kLaneDoubleFree : (u32)kLaneOk;
+  return first && (landed_here & bit) != 0 ? (u32)kLaneOk : (u32)kLaneDoubleFree;
 }
 
 // The lanes of `mask` free together; `stamp` is the handle's handle_free_stamp (0 for a free by
