@@ -40,14 +40,6 @@ use crate::records::LaneStatus;
 use crate::resolver::{lane_mask, set_lanes};
 use crate::sync::{AtomicU32, AtomicU64, fence, spin_wait, yield_now};
 
-/// Whether a slab's start writes its bitmap words: a slab claimed ahead had them written for the
-/// life it starts in by the move before ([`CpuCaches::ready_next_ahead`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Words {
-    Write,
-    Ready,
-}
-
 /// A free judged in a slab: the object's first slot, the slab's life it was judged in, and
 /// the slots it covers.
 #[derive(Clone, Copy)]
@@ -522,9 +514,9 @@ impl CpuCaches {
         }
         let number = seen + 1;
         if let Some(entry) = self.take_ahead(class, number) {
-            // Claimed and posted as taken by the move before, its words written for this life
-            // then: no word of the host's to read, only its blocks to map.
-            self.start_slab(class, number, entry, Words::Ready);
+            // Claimed, posted as taken and started by the move before: no word of the host's
+            // to read and nothing to write but the class word.
+            self.make_current(class, number, entry);
             self.claim_ahead(class, number);
             self.ready_next_ahead(class);
             return Advance::Moved;
@@ -567,12 +559,9 @@ impl CpuCaches {
                 yield_now();
             }
         }
-        self.start_slab(
-            class,
-            number,
-            self.channel.entry(class, index),
-            Words::Write,
-        );
+        let entry = self.channel.entry(class, index);
+        self.start_slab(class, number, entry);
+        self.make_current(class, number, entry);
         self.channel.post_taken(class, number);
         self.claim_ahead(class, number);
         self.ready_next_ahead(class);
@@ -628,16 +617,15 @@ impl CpuCaches {
         self.channel.post_taken(class, number + count);
     }
 
-    /// The class lock's holder, after `class` moved: the bitmap words of the slab held ahead that
-    /// its next move starts, if any, written in the life it starts in (its blocks are unmapped
-    /// until then, so only a free stalled across its last return reaches them, and is
-    /// refused). That move then maps its blocks alone: on the GPU no lane of its warp writes a
-    /// word or meets the others before the class word moves (`cache_next_ahead`).
+    /// The class lock's holder, after `class` moved: start the slab held ahead that its next
+    /// move makes current, if any (its fields, life, bitmap words and blocks), so that move only
+    /// moves the class word and the class's warps wait for no start (`cache_next_ahead`). A
+    /// free that finds its blocks meanwhile reads a slab number one past the class word's and is
+    /// judged as by a current slab with nothing handed out.
     fn ready_next_ahead(&self, class: usize) {
-        if let Some(&entry) = self.claimed_ahead(class).1.first() {
-            let slab = entry_parts(entry).1 as usize;
-            let life = self.slab_life[slab].load(Ordering::Relaxed).wrapping_add(1);
-            self.write_words(class, slab, life);
+        let (numbers, entries) = self.claimed_ahead(class);
+        if let Some(&entry) = entries.first() {
+            self.start_slab(class, numbers.start, entry);
         }
     }
 
@@ -665,10 +653,10 @@ impl CpuCaches {
         Some(ahead[1 + number as usize % AHEAD_SLABS].load(Ordering::Relaxed))
     }
 
-    /// The class lock's holder: make the slab of ring entry `entry` `class`'s slab number
-    /// `number` (its fields, its new life, its bitmap unless `words` says it is ready, its
-    /// blocks, then the class word).
-    fn start_slab(&self, class: usize, number: u32, entry: u64, words: Words) {
+    /// The class lock's holder: start the slab of ring entry `entry` as `class`'s slab number
+    /// `number` (its fields, its new life, its bitmap words, its blocks); it becomes current
+    /// with [`CpuCaches::make_current`].
+    fn start_slab(&self, class: usize, number: u32, entry: u64) {
         let (base, id, generation) = entry_parts(entry);
         let slab = id as usize;
         // Only the lock holder writes the life: read before the stores, as on the GPU.
@@ -682,17 +670,21 @@ impl CpuCaches {
         // The new life after the fields above (a free that reads it sees them), then its
         // bitmap: a late free of an earlier life finds the words of this one and is refused.
         self.slab_life[slab].store(life, Ordering::Release);
-        if words == Words::Write {
-            self.write_words(class, slab, life);
-        }
+        self.write_words(class, slab, life);
         for b in 0..slab_blocks(class) {
             self.map_block((base >> 21) + b, block_value(id, class));
         }
-        // One release, the word's: it publishes the ring's entry too (a reader of the ring
-        // checks the slab's number anyway, `is_slab`). The GPU stores the word; the twin swaps
-        // it, the same under the memory model (the old word is not used), because loom lets a
-        // plain store fall between the read and the write of another thread's fetch_add
-        // (tokio-rs/loom#254), so two warps would take the same objects in its model only.
+    }
+
+    /// The class lock's holder: the started slab of ring entry `entry` becomes `class`'s
+    /// current slab, number `number`. One release, the word's: it publishes the ring's entry too
+    /// (a reader of the ring checks the slab's number anyway, `is_slab`), and the start (this
+    /// holder's, or the holder's before, whose unlock this one's lock acquired). The GPU stores
+    /// the word; the twin swaps it, the same under the memory model (the old word is not used),
+    /// because loom lets a plain store fall between the read and the write of another thread's
+    /// fetch_add (tokio-rs/loom#254), so two warps would take the same objects in its model only.
+    fn make_current(&self, class: usize, number: u32, entry: u64) {
+        let id = entry_parts(entry).1;
         self.class_slab[class * RING_LEN + number as usize % RING_LEN].store(id, Ordering::Relaxed);
         self.class_words[class].swap(u64::from(number) << SLAB_NUMBER_SHIFT, Ordering::Release);
     }
@@ -867,9 +859,13 @@ impl CpuCaches {
             // The slab went back and started again in another class since the probe.
             word = self.class_words[class].load(Ordering::Relaxed);
         }
-        if (word >> SLAB_NUMBER_SHIFT) as u32 == number && slot >= word & CURSOR_MASK {
-            // Not handed out in this life: a pointer (no stamp) can only be of an earlier
-            // life of the blocks, a second free; a handle of this life was made up.
+        let current_number = (word >> SLAB_NUMBER_SHIFT) as u32;
+        if number == current_number.wrapping_add(1)
+            || (number == current_number && slot >= word & CURSOR_MASK)
+        {
+            // Not handed out in this life (the slab started ahead of the class's current one,
+            // or past the cursor): a pointer (no stamp) can only be of an earlier life of the
+            // blocks, a second free; a handle of this life was made up.
             return Err(if stamp == 0 {
                 LaneStatus::DoubleFree
             } else {
@@ -974,9 +970,17 @@ impl CpuCaches {
             u64::from(numbers.end - 1) << SLAB_NUMBER_SHIFT | slab_objects(class),
             Ordering::Release,
         );
-        for entry in &entries {
-            // Never started, so none of its blocks is mapped: it goes straight to the host.
-            self.post_return(entry_parts(*entry).1 as usize);
+        for (number, entry) in numbers.zip(&entries) {
+            let slab = entry_parts(*entry).1 as usize;
+            if self.slab_number[slab].load(Ordering::Relaxed) == number
+                && self.slab_class[slab].load(Ordering::Relaxed) as usize == class
+            {
+                // Started for its move (the first held): its blocks are unmapped first.
+                self.return_slab(slab);
+            } else {
+                // Never started, so none of its blocks is mapped: it goes straight to the host.
+                self.post_return(slab);
+            }
         }
         entries.len()
     }
@@ -1378,12 +1382,15 @@ mod tests {
         )
     }
 
-    /// The slab held ahead that a class's next move starts has its bitmap words in the life that
-    /// move gives it before the lock goes back (so that move maps its blocks alone); a free
-    /// judged in the slab's life before, landing on them late, is refused and leaves them
-    /// clean; the move then starts the slab in that life and every object of it frees.
+    /// The slab held ahead that a class's next move makes current is started before the lock
+    /// goes back (its fields, its life, its bitmap words, its blocks), so that move only moves
+    /// the class word. Before it does, a free into the slab (by address, or by a handle with its
+    /// stamp) is judged as by a current slab with nothing handed out, and a free judged in the
+    /// slab's life before, landing on its words late, is refused; both leave the words clean.
+    /// The move leaves the slab's life as it was, starts the next one held ahead, and every
+    /// object of the slab frees.
     #[test]
-    fn the_next_slab_ahead_has_its_words_in_its_coming_life_and_a_late_free_leaves_them_clean() {
+    fn the_next_slab_ahead_is_started_before_its_move_and_frees_into_it_are_refused_until_then() {
         const SMALL: usize = 5; // 512 B objects, 8 192 a slab: 256 warps
         let per_slab = slab_objects(SMALL) as usize / WARP_LANES;
         let warp = |caches: &CpuCaches| {
@@ -1406,20 +1413,54 @@ mod tests {
         });
         let (numbers, entries) = caches.claimed_ahead(SMALL);
         assert!(!entries.is_empty(), "claimed ahead: {numbers:?}");
-        let next = entry_parts(entries[0]).1 as usize;
+        let (base, id, generation) = entry_parts(entries[0]);
+        let next = id as usize;
+        assert_eq!(caches.number(SMALL), numbers.start - 1);
+        assert_eq!(
+            caches.slab_number[next].load(Ordering::Relaxed),
+            numbers.start
+        );
+        assert_eq!(caches.slab_base[next].load(Ordering::Relaxed), base);
+        assert_eq!(
+            caches.slab_of_block(base >> 21),
+            Some(next),
+            "its blocks mapped"
+        );
         let life = caches.slab_life[next].load(Ordering::Relaxed);
-        let ready = u64::from(life + 1) << 32;
+        let ready = u64::from(life) << 32;
         assert!(
             words(&caches, next).iter().all(|&w| w == ready),
-            "the next one's, for life {}",
-            life + 1
+            "its words in its life {life}"
         );
 
-        // Slot 101 (word 3, bit 5), judged in the slab's life before.
-        assert_eq!(set_bit(&caches, next, 101, life), LaneStatus::DoubleFree);
+        // Slot 101 (word 3, bit 5): by address, by a handle of the slab's stamp, and judged in
+        // the slab's life before.
+        let address = base + 101 * 512;
+        let mut by_address = [0u64; WARP_LANES];
+        by_address[0] = address;
+        let freed = free_words(&caches, &by_address, true);
+        assert_eq!(
+            freed.lanes[0],
+            LaneStatus::DoubleFree,
+            "a pointer of an earlier life"
+        );
+        let mut by_handle = [0u64; WARP_LANES];
+        let stamp = caches.slab_generation[next].load(Ordering::Relaxed);
+        assert_eq!(stamp, CACHE_STAMP_FLAG | generation);
+        by_handle[0] = Handle::cached(address, stamp).0;
+        let freed = free_words(&caches, &by_handle, false);
+        assert_eq!(
+            freed.lanes[0],
+            LaneStatus::InvalidHandle,
+            "a handle made up"
+        );
+        assert_eq!(
+            set_bit(&caches, next, 101, life - 1),
+            LaneStatus::DoubleFree
+        );
         assert!(
             words(&caches, next).iter().all(|&w| w == ready),
-            "it landed in the coming life's word and took its bit back"
+            "no bit left set"
         );
 
         let first = with_host(&host, || {
@@ -1448,18 +1489,21 @@ mod tests {
             caches.slab_of_block(first.handles[0].address() >> 21),
             Some(next)
         );
-        assert_eq!(caches.slab_life[next].load(Ordering::Relaxed), life + 1);
-        // The move into it claimed the host's next slabs ahead and readied the first of them.
+        assert_eq!(caches.slab_life[next].load(Ordering::Relaxed), life);
+        // The move into it claimed the host's next slabs ahead and started the first of them.
         let (_, entries) = caches.claimed_ahead(SMALL);
-        let after = entry_parts(*entries.first().expect("claimed ahead again")).1 as usize;
-        let coming = u64::from(caches.slab_life[after].load(Ordering::Relaxed) + 1) << 32;
-        assert!(words(&caches, after).iter().all(|&w| w == coming));
+        let (after_base, after, _) = entry_parts(*entries.first().expect("claimed ahead again"));
+        let after = after as usize;
+        let its_life = u64::from(caches.slab_life[after].load(Ordering::Relaxed)) << 32;
+        assert!(words(&caches, after).iter().all(|&w| w == its_life));
+        assert_eq!(caches.slab_of_block(after_base >> 21), Some(after));
         for &other in &entries[1..] {
-            let slab = entry_parts(other).1 as usize;
+            let (other_base, slab, _) = entry_parts(other);
             assert!(
-                words(&caches, slab).iter().all(|&w| w == 0),
+                words(&caches, slab as usize).iter().all(|&w| w == 0),
                 "only the next one's"
             );
+            assert_eq!(caches.slab_of_block(other_base >> 21), None);
         }
         let freed = free_words(&caches, &first.handles.map(|h| h.0), false);
         assert_eq!(freed.handled, u32::MAX);

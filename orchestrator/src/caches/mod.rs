@@ -26,9 +26,11 @@
 //!    its blocks in the block table, publishes the class word and writes `taken[c]`; in the
 //!    classes of 1-2 block slabs it then claims the next published slabs ahead (up to
 //!    `AHEAD_SLABS` entries, one claim), keeps their entries in device memory and writes
-//!    `taken[c]` past them, so the next moves start them without the host's words (and before
-//!    it unlocks it writes the bitmap words of the one the next move starts, in the life that
-//!    move gives it, so that move only maps its blocks); if none is
+//!    `taken[c]` past them, so the next moves need none of the host's words (and before it
+//!    unlocks it starts the one the next move makes current: its state, life, bitmap words and
+//!    blocks, its slab number one past the class word's, so that move only publishes the class
+//!    word; a free into it before then is judged as by a current slab with nothing handed out);
+//!    if none is
 //!    published, it posts one ask (`demand[c]`, a count kept in the lock word)
 //!    and waits; if the host answers `denied[c]` with that ask (no room, or the caches' bound
 //!    reached), the lanes ask through the mailbox instead. While `denied[c]` holds the class's

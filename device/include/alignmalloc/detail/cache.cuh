@@ -13,9 +13,9 @@
 // with `demand` and waits when none is there yet; it claims a published slab before it reads
 // it, because the host may take slabs it published back when it needs their room; in classes of
 // 1-2 block slabs, once the class word moved, it claims the host's next published slabs ahead
-// too, several in one claim, so the next moves start them without reading the host's words,
-// and before it gives the lock back its lanes write the bitmap words of the one the next move
-// starts, so that move maps its blocks and moves the class word with no meeting of the lanes);
+// too, several in one claim, so the next moves need none of the host's words, and before it
+// gives the lock back its lanes start the one the next move makes current (its fields, life,
+// bitmap words and blocks), so that move only moves the class word);
 // when the host denies it one, the lanes ask through the mailbox instead, and so do the class's
 // next lanes, without asking, until the host publishes a slab or withdraws the denial. A free
 // finds the slab of its address and the slab's class in the block table, sets the object's bit
@@ -380,19 +380,18 @@ __device__ inline void cache_prepare_slab_part(const DeviceCaches& c, u32 cls, u
 }
 
 // The class lock's holder, after class `cls` moved: the slab held ahead that its next move
-// starts, if any, with the life it starts in. Its bitmap words are written in that life before
-// the lock is given back (the slab's blocks are unmapped until then, so only a free stalled
-// across its last return can reach them, and is refused), so that move maps its blocks alone:
-// no lane of its warp writes a word or meets the others before the class word moves.
-__device__ inline bool cache_next_ahead(const DeviceCaches& c, u32 cls, u32* id, u32* life) {
+// makes current, if any (its ring entry and number). The holder starts it before it gives the
+// lock back (its fields, life, bitmap words and blocks), so that move only moves the class word:
+// the class's warps wait for no start. A free that finds its blocks meanwhile reads a slab
+// number one past the class word's, and is judged as by a current slab with nothing handed out.
+__device__ inline bool cache_next_ahead(const DeviceCaches& c, u32 cls, u64* entry, u32* number) {
   u64* ahead = c.class_ahead + (u64)cls * kCacheAheadWords;
   const u64 held = device_atomic<u64>(ahead[0]).load(cuda::memory_order_relaxed);
   const u32 first = (u32)(held >> 32);
   if (first >= (u32)held) return false;
-  const u64 entry =
+  *entry =
       device_atomic<u64>(ahead[1 + first % kCacheAheadSlabs]).load(cuda::memory_order_relaxed);
-  *id = cache_entry_id(entry);
-  *life = device_atomic<u32>(c.slab_life[*id]).load(cuda::memory_order_relaxed) + 1;
+  *number = first;
   return true;
 }
 
@@ -451,16 +450,14 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
   u64 entry = 0;
   const u32 found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
   if (found < kAdvanceClaimed) return found;
-  const u32 life = cache_begin_slab(c, cls, seen + 1, entry);
-  if (found == kAdvanceClaimedAhead) {
-    cache_slab_blocks_part(c, cls, entry, 0, 1);  // its words are this life's (cache_next_ahead)
-  } else {
-    cache_prepare_slab_part(c, cls, entry, life, 0, 1);
+  if (found == kAdvanceClaimed) {  // a slab claimed ahead was started by the move before
+    cache_prepare_slab_part(c, cls, entry, cache_begin_slab(c, cls, seen + 1, entry), 0, 1);
   }
   cache_finish_slab(c, cls, seen + 1, entry, found);
-  u32 next = 0, next_life = 0;
-  if (cache_next_ahead(c, cls, &next, &next_life)) {
-    cache_slab_words_part(c, cls, next, next_life, 0, 1);
+  u64 next = 0;
+  u32 next_number = 0;
+  if (cache_next_ahead(c, cls, &next, &next_number)) {
+    cache_prepare_slab_part(c, cls, next, cache_begin_slab(c, cls, next_number, next), 0, 1);
   }
   cache_unlock_class(c, cls, asks);
   return kAdvanceMoved;
@@ -469,7 +466,7 @@ __device__ inline u32 cache_advance(const DeviceCaches& c, const u32* closed, u3
 // The lanes of `mask` (a warp's lanes of class `cls`, `leader` among them): cache_advance with
 // the lanes sharing the slab's bitmap words and blocks, so the class's other warps wait for a
 // lane's share of them rather than for all (up to 4 096 words and 16 blocks); a slab claimed
-// ahead had its words written by the move before, so the leader alone maps its blocks. The same
+// ahead was started by the move before, so the leader only moves the class word. The same
 // return in every lane of `mask`.
 __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* closed, u32 mask,
                                          u32 leader, u32 cls, u32 seen) {
@@ -478,34 +475,39 @@ __device__ inline u32 cache_advance_warp(const DeviceCaches& c, const u32* close
   u64 entry = 0;
   if (lane == leader) {
     found = cache_lock_and_advance(c, closed, cls, seen, &asks, &entry);
-    if (found >= kAdvanceClaimed) life = cache_begin_slab(c, cls, seen + 1, entry);
+    if (found == kAdvanceClaimed) life = cache_begin_slab(c, cls, seen + 1, entry);
   }
   found = shfl32(mask, found, leader);
   if (found < kAdvanceClaimed) return found;
-  entry = shfl64(mask, entry, leader);
-  life = shfl32(mask, life, leader);
   const u32 part = (u32)__popc(mask & ((1u << lane) - 1u)), parts = (u32)__popc(mask);
-  if (found == kAdvanceClaimedAhead) {
-    // Its words are this life's already (cache_next_ahead): the leader maps its blocks (one or
-    // two) after the life, and the class word moves with no meeting of the lanes.
-    if (lane == leader) cache_slab_blocks_part(c, cls, entry, 0, 1);
-  } else {
-    // The leader's fields and life before every lane's words; every lane's words and blocks
-    // before the leader moves the class word.
+  // A slab claimed ahead was started by the move before (cache_next_ahead): the class word
+  // moves at once. Else the leader's fields and life before every lane's words; every lane's
+  // words and blocks before the leader moves the class word.
+  if (found == kAdvanceClaimed) {
+    entry = shfl64(mask, entry, leader);
+    life = shfl32(mask, life, leader);
     cache_lanes_meet(mask);
     cache_prepare_slab_part(c, cls, entry, life, part, parts);
     cache_lanes_meet(mask);
   }
-  u32 ready = 0, next = 0, next_life = 0;
+  u32 ready = 0, next_life = 0;
+  u64 next = 0;
   if (lane == leader) {
     cache_finish_slab(c, cls, seen + 1, entry, found);
-    ready = cache_next_ahead(c, cls, &next, &next_life) ? 1u : 0u;
+    u32 next_number = 0;
+    if (cache_next_ahead(c, cls, &next, &next_number)) {
+      ready = 1;
+      next_life = cache_begin_slab(c, cls, next_number, next);
+    }
   }
-  // The words of the slab the next move starts, while the class's warps take objects from this
-  // one; every lane's before the leader gives the lock back.
+  // The start of the slab the next move makes current, the same steps as above, while the
+  // class's warps take objects from this one; every lane's before the leader gives the lock
+  // back.
   if (shfl32(mask, ready, leader) != 0) {
-    cache_slab_words_part(c, cls, shfl32(mask, next, leader), shfl32(mask, next_life, leader),
-                          part, parts);
+    next = shfl64(mask, next, leader);
+    next_life = shfl32(mask, next_life, leader);
+    cache_lanes_meet(mask);
+    cache_prepare_slab_part(c, cls, next, next_life, part, parts);
     cache_lanes_meet(mask);
   }
   if (lane == leader) cache_unlock_class(c, cls, asks);
@@ -687,9 +689,11 @@ __device__ inline u32 cache_judge_free(const DeviceCaches& c, u32 mapped_class, 
     // The slab went back and started again in another class since the probe.
     word = device_atomic<u64>(c.class_words[cls]).load(cuda::memory_order_relaxed);
   }
-  if ((u32)(word >> kSlabNumberShift) == number && *slot >= (word & kCursorMask)) {
-    // Not handed out in this life: a pointer (no stamp) can only be of an earlier life of the
-    // blocks, a second free; a handle of this life was made up.
+  const u32 current_number = (u32)(word >> kSlabNumberShift);
+  if (number == current_number + 1 || (number == current_number && *slot >= (word & kCursorMask))) {
+    // Not handed out in this life (the slab started ahead of the class's current one, or past
+    // the cursor): a pointer (no stamp) can only be of an earlier life of the blocks, a second
+    // free; a handle of this life was made up.
     return stamp == 0 ? (u32)kLaneDoubleFree : (u32)kLaneInvalidHandle;
   }
   *slots = 1;
