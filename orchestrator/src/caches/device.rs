@@ -1517,7 +1517,8 @@ mod tests {
     /// A class of 1-2 block slabs moves into the slabs its lock holder claimed ahead without the
     /// host: the host takes its published slabs back meanwhile (not those, which it counts
     /// taken) and tends no more, and no ask is posted. A drain gives the slabs claimed ahead
-    /// back at once, the class word at the last one's number, and the class's next move takes
+    /// back at once (the one started for the next move with its blocks unmapped), the class
+    /// word at the last one's number, and the class's next move takes
     /// the host's entry after them.
     #[test]
     fn a_small_class_moves_into_the_slabs_it_claimed_ahead_and_a_drain_gives_them_back() {
@@ -1603,6 +1604,10 @@ mod tests {
             .map(|i| channel.returned(i).expect("posted"))
             .collect();
         assert_eq!(returned, slabs.iter().map(|s| s.1).collect::<Vec<_>>());
+        for &(base, _) in &slabs {
+            // The first had been started for its move, its blocks mapped.
+            assert_eq!(caches.slab_of_block(base >> 21), None, "unmapped");
+        }
         assert_eq!(
             caches.number(SMALL),
             numbers.end - 1,
