@@ -972,9 +972,7 @@ impl CpuCaches {
         );
         for (number, entry) in numbers.zip(&entries) {
             let slab = entry_parts(*entry).1 as usize;
-            if self.slab_number[slab].load(Ordering::Relaxed) == number
-                && self.slab_class[slab].load(Ordering::Relaxed) as usize == class
-            {
+            if self.is_slab(slab, class, number) {
                 // Started for its move (the first held): its blocks are unmapped first.
                 self.return_slab(slab);
             } else {
